@@ -1,0 +1,26 @@
+# Every dependency comes from a Debian package (scripts/install-deps.sh); nothing is downloaded.
+# Versions are not requested for dlpack and rapidcheck: their package configs misreport them.
+find_package(Threads REQUIRED)
+find_package(dlpack CONFIG REQUIRED)
+find_package(fmt CONFIG REQUIRED)
+
+if(OPCONFORM_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  # Debian's librapidcheck.a is not position-independent: link it into executables only.
+  find_package(rapidcheck CONFIG REQUIRED)
+endif()
+if(OPCONFORM_BUILD_BENCH)
+  find_package(benchmark CONFIG REQUIRED)
+endif()
+
+set(OPCONFORM_HAVE_TORCH OFF)
+if(NOT OPCONFORM_TORCH STREQUAL "OFF")
+  # libtorch's config pulls in Caffe2 and, with it, CUDA detection of its own: ask quietly.
+  find_package(Torch CONFIG QUIET)
+  if(Torch_FOUND)
+    set(OPCONFORM_HAVE_TORCH ON)
+  elseif(OPCONFORM_TORCH STREQUAL "ON")
+    message(FATAL_ERROR "OPCONFORM_TORCH=ON but libtorch was not found (install libtorch-dev)")
+  endif()
+endif()
+message(STATUS "opconform: libtorch ${OPCONFORM_HAVE_TORCH}")

@@ -1,0 +1,39 @@
+# opconform_library(NAME <module> SOURCES ... [DEPS ...] [PRIVATE_DEPS ...])
+#   One module = one static library `opconform_<module>` with alias `opconform::<module>`,
+#   public headers in <module>/include.
+function(opconform_library)
+  cmake_parse_arguments(ARG "" "NAME" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  set(target opconform_${ARG_NAME})
+  add_library(${target} STATIC ${ARG_SOURCES})
+  add_library(opconform::${ARG_NAME} ALIAS ${target})
+  target_include_directories(${target} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:include>)
+  target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME opconform_${ARG_NAME})
+endfunction()
+
+# opconform_test(NAME <test> SOURCES ... [DEPS ...] [LABELS ...])
+#   A GoogleTest executable (with RapidCheck) whose tests are registered one by one with ctest.
+function(opconform_test)
+  cmake_parse_arguments(ARG "" "NAME" "SOURCES;DEPS;LABELS" ${ARGN})
+  if(NOT OPCONFORM_BUILD_TESTS)
+    return()
+  endif()
+  add_executable(${ARG_NAME} ${ARG_SOURCES})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS}
+    rapidcheck_gtest rapidcheck GTest::gmock GTest::gtest GTest::gtest_main)
+  target_compile_options(${ARG_NAME} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  include(GoogleTest)
+  gtest_discover_tests(${ARG_NAME}
+    PROPERTIES LABELS "unit;${ARG_LABELS}"
+    DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# Sanitizers apply to everything built after this point (asan preset).
+if(OPCONFORM_SANITIZE)
+  add_compile_options(-fsanitize=${OPCONFORM_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${OPCONFORM_SANITIZE})
+endif()

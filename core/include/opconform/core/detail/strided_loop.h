@@ -1,0 +1,48 @@
+// Walks N strided operands of the same shape together, calling f(offsets) for every element,
+// where offsets[k] is the element offset of operand k (in elements, from its first element).
+// The innermost dimension is the last; offsets advance incrementally (no index multiplication).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace opconform::detail {
+
+template <size_t N, typename F>
+void strided_loop(std::span<const int64_t> sizes, const std::array<std::span<const int64_t>, N>& strides,
+                  F&& f) {
+  const size_t ndim = sizes.size();
+  for (int64_t s : sizes) {
+    if (s == 0) return;
+  }
+  std::array<int64_t, N> offsets{};
+  if (ndim == 0) {
+    f(offsets);
+    return;
+  }
+  std::vector<int64_t> counter(ndim, 0);
+  const size_t inner = ndim - 1;
+  const int64_t inner_size = sizes[inner];
+  while (true) {
+    for (int64_t i = 0; i < inner_size; ++i) {
+      f(offsets);
+      for (size_t k = 0; k < N; ++k) offsets[k] += strides[k][inner];
+    }
+    for (size_t k = 0; k < N; ++k) offsets[k] -= strides[k][inner] * inner_size;
+    // Carry into the outer dimensions.
+    size_t d = inner;
+    while (true) {
+      if (d == 0) return;
+      --d;
+      ++counter[d];
+      for (size_t k = 0; k < N; ++k) offsets[k] += strides[k][d];
+      if (counter[d] < sizes[d]) break;
+      for (size_t k = 0; k < N; ++k) offsets[k] -= strides[k][d] * sizes[d];
+      counter[d] = 0;
+    }
+  }
+}
+
+}  // namespace opconform::detail

@@ -1,0 +1,75 @@
+// opconform::Error — the one exception hierarchy of the library.
+//
+// Every error carries a code (what kind of failure), a message that names the operator and the
+// argument involved where there is one, and optional context lines added as the error travels up
+// (e.g. "while importing DLPack tensor 'x'"). Checks never throw for a finding; they return an
+// outcome. Errors are for misuse and malformed input.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace opconform {
+
+enum class ErrorCode {
+  kInvalidArgument,   // a value the caller passed is wrong (bad shape, bad dtype, bad index)
+  kSchemaParse,       // a schema string does not parse
+  kSchemaMismatch,    // an implementation or call does not match its schema
+  kNotImplemented,    // no kernel for these arguments (dispatch failure)
+  kDLPack,            // a malformed or unsupported DLPack descriptor
+  kRegistration,      // a duplicate definition, a bad registration
+  kReadOnly,          // a write to read-only memory (e.g. an imported read-only DLPack tensor)
+  kDevice,            // a device is missing or unusable (no GPU, CUDA error)
+  kInternal,          // a broken invariant inside opconform
+};
+
+std::string_view to_string(ErrorCode code);
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, std::string message);
+
+  ErrorCode code() const noexcept { return code_; }
+  // The message without context lines.
+  const std::string& message() const noexcept { return message_; }
+  const std::vector<std::string>& context() const noexcept { return context_; }
+  // Adds a line of context ("while ..."); what() then shows it under the message.
+  Error& add_context(std::string line);
+
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  void rebuild_what();
+  ErrorCode code_;
+  std::string message_;
+  std::vector<std::string> context_;
+  std::string what_;
+};
+
+// Throws Error(code, message) when cond is false. The message is only built on failure.
+#define OPCONFORM_CHECK(cond, code, ...)                                  \
+  do {                                                                   \
+    if (!(cond)) [[unlikely]] {                                          \
+      throw ::opconform::Error(code, ::opconform::detail::concat(__VA_ARGS__)); \
+    }                                                                    \
+  } while (0)
+
+namespace detail {
+template <typename... Parts>
+std::string concat(const Parts&... parts);
+}  // namespace detail
+
+}  // namespace opconform
+
+#include <sstream>
+
+namespace opconform::detail {
+template <typename... Parts>
+std::string concat(const Parts&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
+}
+}  // namespace opconform::detail

@@ -1,0 +1,17 @@
+// The CPU-only build's answers to the CUDA questions (the CUDA build compiles src/cuda/ instead).
+#ifndef OPCONFORM_WITH_CUDA
+#include "opconform/core/cuda.h"
+#include "opconform/core/storage.h"
+
+namespace opconform {
+namespace detail {
+Allocator* cuda_allocator() { return nullptr; }
+}  // namespace detail
+
+namespace cuda {
+bool compiled_with_cuda() { return false; }
+int device_count() { return 0; }
+std::string unavailable_reason() { return "opconform was built without CUDA (nvcc not found at configure time)"; }
+}  // namespace cuda
+}  // namespace opconform
+#endif

@@ -1,0 +1,36 @@
+#include "opconform/core/error.h"
+
+namespace opconform {
+
+std::string_view to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument: return "invalid argument";
+    case ErrorCode::kSchemaParse: return "schema parse error";
+    case ErrorCode::kSchemaMismatch: return "schema mismatch";
+    case ErrorCode::kNotImplemented: return "not implemented";
+    case ErrorCode::kDLPack: return "DLPack error";
+    case ErrorCode::kRegistration: return "registration error";
+    case ErrorCode::kReadOnly: return "read-only";
+    case ErrorCode::kDevice: return "device error";
+    case ErrorCode::kInternal: return "internal error";
+  }
+  return "error";
+}
+
+Error::Error(ErrorCode code, std::string message)
+    : std::runtime_error(message), code_(code), message_(std::move(message)) {
+  rebuild_what();
+}
+
+Error& Error::add_context(std::string line) {
+  context_.push_back(std::move(line));
+  rebuild_what();
+  return *this;
+}
+
+void Error::rebuild_what() {
+  what_ = message_;
+  for (const auto& line : context_) what_ += "\n  " + line;
+}
+
+}  // namespace opconform
