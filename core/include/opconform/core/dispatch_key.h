@@ -92,10 +92,18 @@ class DispatchKeySet {
     s.bits_ = bits;
     return s;
   }
-  // All keys strictly below k (for redispatch below the current key).
-  static constexpr DispatchKeySet below(DispatchKey k) { return from_bits(bit(k) - 1); }
+  // All keys strictly below k (for redispatch below the current key). Bit 0 is Undefined's
+  // position, which no set holds: it is masked out here and in all().
+  static constexpr DispatchKeySet below(DispatchKey k) {
+    return from_bits(k == DispatchKey::Undefined ? 0 : (bit(k) - 1) & ~uint64_t(1));
+  }
   // All runtime keys.
-  static constexpr DispatchKeySet all() { return from_bits(~uint64_t(0) >> (64 - kNumRuntimeKeys)); }
+  static constexpr DispatchKeySet all() {
+    return from_bits((~uint64_t(0) >> (64 - kNumRuntimeKeys)) & ~uint64_t(1));
+  }
+
+  // The keys of this set strictly below k (what a kernel at k redispatches to).
+  constexpr DispatchKeySet after(DispatchKey k) const { return *this & below(k); }
 
   constexpr bool has(DispatchKey k) const { return (bits_ & bit(k)) != 0; }
   constexpr bool empty() const { return bits_ == 0; }

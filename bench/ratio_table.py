@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""Turns a Google Benchmark JSON file into the ratio tables of bench/README.md.
+
+Usage: dispatch_bench --benchmark_format=json --benchmark_repetitions=5 > out.json
+       /usr/bin/python3 bench/ratio_table.py out.json
+Medians over repetitions are used when present.
+"""
+import json
+import sys
+
+
+def medians(path):
+    with open(path) as f:
+        data = json.load(f)
+    times = {}
+    for b in data["benchmarks"]:
+        name = b.get("run_name", b["name"])
+        if b.get("run_type") == "aggregate":
+            if b.get("aggregate_name") == "median":
+                times[name] = b["real_time"]
+        elif name not in times:
+            times[name] = b["real_time"]
+    return times
+
+
+def main():
+    t = medians(sys.argv[1])
+    print("| benchmark | ns/call |")
+    print("| --- | --- |")
+    for name, ns in t.items():
+        print(f"| {name} | {ns:.2f} |")
+    direct = t.get("BM_direct_call")
+    if direct is None:
+        return
+    ours = {k: t[f"BM_dispatch_{k}"] - direct for k in ("unboxed", "boxed") if f"BM_dispatch_{k}" in t}
+    print()
+    print("| call | opconform overhead (ns) | libtorch overhead (ns) | ratio (goal <= 0.6) |")
+    print("| --- | --- | --- | --- |")
+    torch_direct = t.get("BM_libtorch_direct_call")
+    for kind, ns in ours.items():
+        theirs = None
+        if torch_direct is not None and f"BM_libtorch_{kind}" in t:
+            theirs = t[f"BM_libtorch_{kind}"] - torch_direct
+        ratio = f"{ns / theirs:.2f}" if theirs else "n/a (no libtorch)"
+        theirs_s = f"{theirs:.2f}" if theirs is not None else "n/a"
+        print(f"| {kind} | {ns:.2f} | {theirs_s} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
