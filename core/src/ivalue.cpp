@@ -6,10 +6,57 @@ namespace opconform {
 
 IValue::IValue(const Scalar& s) {
   switch (s.kind()) {
-    case Scalar::Kind::Bool: v_ = s.to<bool>(); break;
-    case Scalar::Kind::Int: v_ = s.to<int64_t>(); break;
-    case Scalar::Kind::Float: v_ = s.to<double>(); break;
-    case Scalar::Kind::Complex: v_ = s.to<complex128>(); break;
+    case Scalar::Kind::Bool: *this = IValue(s.to<bool>()); break;
+    case Scalar::Kind::Int: *this = IValue(s.to<int64_t>()); break;
+    case Scalar::Kind::Float: *this = IValue(s.to<double>()); break;
+    case Scalar::Kind::Complex: *this = IValue(s.to<complex128>()); break;
+  }
+}
+
+void IValue::destroy_slow() noexcept {
+  switch (tag_) {
+    case Tag::Tensor: p_.tensor.~Tensor(); break;
+    case Tag::String: p_.str.~basic_string(); break;
+    case Tag::IntList: p_.int_list.~vector(); break;
+    case Tag::DoubleList: p_.double_list.~vector(); break;
+    case Tag::BoolList: p_.bool_list.~vector(); break;
+    case Tag::TensorList: p_.tensor_list.~vector(); break;
+    case Tag::OptionalTensorList: p_.optional_tensor_list.~vector(); break;
+    case Tag::GenericList: p_.generic_list.~GenericList(); break;
+    default: break;
+  }
+  tag_ = Tag::None;
+}
+
+void IValue::copy_from(const IValue& o) {
+  switch (o.tag_) {
+    case Tag::Tensor: new (&p_.tensor) Tensor(o.p_.tensor); break;
+    case Tag::String: new (&p_.str) std::string(o.p_.str); break;
+    case Tag::IntList: new (&p_.int_list) std::vector<int64_t>(o.p_.int_list); break;
+    case Tag::DoubleList: new (&p_.double_list) std::vector<double>(o.p_.double_list); break;
+    case Tag::BoolList: new (&p_.bool_list) std::vector<bool>(o.p_.bool_list); break;
+    case Tag::TensorList: new (&p_.tensor_list) std::vector<Tensor>(o.p_.tensor_list); break;
+    case Tag::OptionalTensorList:
+      new (&p_.optional_tensor_list) std::vector<std::optional<Tensor>>(o.p_.optional_tensor_list);
+      break;
+    case Tag::GenericList: new (&p_.generic_list) GenericList(o.p_.generic_list); break;
+    default: p_.raw = o.p_.raw; break;
+  }
+}
+
+void IValue::move_from(IValue&& o) noexcept {
+  switch (o.tag_) {
+    case Tag::Tensor: new (&p_.tensor) Tensor(std::move(o.p_.tensor)); break;
+    case Tag::String: new (&p_.str) std::string(std::move(o.p_.str)); break;
+    case Tag::IntList: new (&p_.int_list) std::vector<int64_t>(std::move(o.p_.int_list)); break;
+    case Tag::DoubleList: new (&p_.double_list) std::vector<double>(std::move(o.p_.double_list)); break;
+    case Tag::BoolList: new (&p_.bool_list) std::vector<bool>(std::move(o.p_.bool_list)); break;
+    case Tag::TensorList: new (&p_.tensor_list) std::vector<Tensor>(std::move(o.p_.tensor_list)); break;
+    case Tag::OptionalTensorList:
+      new (&p_.optional_tensor_list) std::vector<std::optional<Tensor>>(std::move(o.p_.optional_tensor_list));
+      break;
+    case Tag::GenericList: new (&p_.generic_list) GenericList(std::move(o.p_.generic_list)); break;
+    default: p_.raw = o.p_.raw; break;
   }
 }
 
@@ -42,16 +89,16 @@ void IValue::throw_type_error(const char* expected) const {
 }
 
 double IValue::to_double() const {
-  if (is_int()) return static_cast<double>(std::get<int64_t>(v_));
+  if (is_int()) return static_cast<double>(p_.i);
   return get<double>("float");
 }
 
 Scalar IValue::to_scalar() const {
   switch (tag()) {
-    case Tag::Int: return Scalar(std::get<int64_t>(v_));
-    case Tag::Double: return Scalar(std::get<double>(v_));
-    case Tag::Bool: return Scalar(std::get<bool>(v_));
-    case Tag::Complex: return Scalar(std::get<complex128>(v_));
+    case Tag::Int: return Scalar(p_.i);
+    case Tag::Double: return Scalar(p_.d);
+    case Tag::Bool: return Scalar(p_.b);
+    case Tag::Complex: return Scalar(p_.c);
     default: break;
   }
   throw_type_error("Scalar");
@@ -71,8 +118,8 @@ bool IValue::identical(const IValue& other) const {
       return true;
     }
     case Tag::OptionalTensorList: {
-      const auto& a = std::get<std::vector<std::optional<Tensor>>>(v_);
-      const auto& b = std::get<std::vector<std::optional<Tensor>>>(other.v_);
+      const auto& a = p_.optional_tensor_list;
+      const auto& b = other.p_.optional_tensor_list;
       if (a.size() != b.size()) return false;
       for (size_t i = 0; i < a.size(); ++i) {
         if (a[i].has_value() != b[i].has_value()) return false;
@@ -90,7 +137,7 @@ bool IValue::identical(const IValue& other) const {
       return true;
     }
     case Tag::Double: {
-      double a = std::get<double>(v_), b = std::get<double>(other.v_);
+      double a = p_.d, b = other.p_.d;
       return a == b || (a != a && b != b);
     }
     default: return repr() == other.repr();
@@ -110,36 +157,36 @@ std::string IValue::repr() const {
   switch (tag()) {
     case Tag::None: out << "None"; break;
     case Tag::Tensor: {
-      const Tensor& t = std::get<Tensor>(v_);
+      const Tensor& t = p_.tensor;
       if (!t.defined()) { out << "Tensor(undefined)"; break; }
       out << "Tensor(" << t.dtype() << "[";
       for (int64_t d = 0; d < t.dim(); ++d) out << (d ? ", " : "") << t.size(d);
       out << "], " << t.device() << ")";
       break;
     }
-    case Tag::Int: out << std::get<int64_t>(v_); break;
-    case Tag::Double: out.precision(17); out << std::get<double>(v_); break;
-    case Tag::Bool: out << (std::get<bool>(v_) ? "True" : "False"); break;
-    case Tag::Complex: out << Scalar(std::get<complex128>(v_)); break;
-    case Tag::String: out << '"' << std::get<std::string>(v_) << '"'; break;
-    case Tag::DType: out << std::get<DType>(v_); break;
-    case Tag::Device: out << std::get<Device>(v_); break;
-    case Tag::Layout: out << to_string(std::get<Layout>(v_)); break;
-    case Tag::MemoryFormat: out << to_string(std::get<MemoryFormat>(v_)); break;
-    case Tag::IntList: list(std::get<std::vector<int64_t>>(v_), [&](int64_t v) { out << v; }); break;
-    case Tag::DoubleList: list(std::get<std::vector<double>>(v_), [&](double v) { out << v; }); break;
+    case Tag::Int: out << p_.i; break;
+    case Tag::Double: out.precision(17); out << p_.d; break;
+    case Tag::Bool: out << (p_.b ? "True" : "False"); break;
+    case Tag::Complex: out << Scalar(p_.c); break;
+    case Tag::String: out << '"' << p_.str << '"'; break;
+    case Tag::DType: out << p_.dtype; break;
+    case Tag::Device: out << p_.device; break;
+    case Tag::Layout: out << to_string(p_.layout); break;
+    case Tag::MemoryFormat: out << to_string(p_.memory_format); break;
+    case Tag::IntList: list(p_.int_list, [&](int64_t v) { out << v; }); break;
+    case Tag::DoubleList: list(p_.double_list, [&](double v) { out << v; }); break;
     case Tag::BoolList: {
-      const auto& l = std::get<std::vector<bool>>(v_);
+      const auto& l = p_.bool_list;
       out << "[";
       for (size_t i = 0; i < l.size(); ++i) out << (i ? ", " : "") << (l[i] ? "True" : "False");
       out << "]";
       break;
     }
     case Tag::TensorList:
-      list(std::get<std::vector<Tensor>>(v_), [&](const Tensor& t) { out << IValue(t).repr(); });
+      list(p_.tensor_list, [&](const Tensor& t) { out << IValue(t).repr(); });
       break;
     case Tag::OptionalTensorList:
-      list(std::get<std::vector<std::optional<Tensor>>>(v_),
+      list(p_.optional_tensor_list,
            [&](const std::optional<Tensor>& t) { out << (t ? IValue(*t).repr() : "None"); });
       break;
     case Tag::GenericList: list(to_generic_list(), [&](const IValue& v) { out << v.repr(); }); break;

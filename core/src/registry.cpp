@@ -16,19 +16,17 @@ struct RegistryState {
   uint64_t next_id = 1;
 };
 
-DispatchKeySet keys_of_stack(const Stack& stack, size_t num_arguments) {
-  DispatchKeySet ks;
-  size_t n = std::min(num_arguments, stack.size());
-  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
-    const IValue& v = stack[i];
-    switch (v.tag()) {
-      case IValue::Tag::Tensor: ks |= keys_of(v.to_tensor()); break;
-      case IValue::Tag::TensorList: ks |= keys_of(v.to_tensor_list()); break;
-      case IValue::Tag::OptionalTensorList: ks |= keys_of(v.to<std::vector<std::optional<Tensor>>>()); break;
-      default: break;
+DispatchKeySet keys_of_other_values(const IValue& v) {
+  if (v.is_tensor_list()) return keys_of(v.to_tensor_list());
+  if (v.tag() == IValue::Tag::OptionalTensorList) return keys_of(v.to<std::vector<std::optional<Tensor>>>());
+  if (v.tag() == IValue::Tag::GenericList) {
+    DispatchKeySet ks;
+    for (const auto& e : v.to_generic_list()) {
+      if (e.is_tensor()) ks |= keys_of(e.to_tensor());
     }
+    return ks;
   }
-  return ks;
+  return {};
 }
 
 }  // namespace detail

@@ -14,7 +14,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
-#include <variant>
+#include <new>
 #include <vector>
 
 #include "opconform/core/device.h"
@@ -22,6 +22,7 @@
 #include "opconform/core/error.h"
 #include "opconform/core/layout.h"
 #include "opconform/core/scalar.h"
+#include "opconform/core/symint.h"
 #include "opconform/core/tensor.h"
 
 namespace opconform {
@@ -34,31 +35,34 @@ struct GenericList {
 
 class IValue {
  public:
+  // Trivially copyable kinds first: copies, moves and destruction test one comparison.
   enum class Tag : uint8_t {
-    None, Tensor, Int, Double, Bool, Complex, String, DType, Device, Layout, MemoryFormat,
-    IntList, DoubleList, BoolList, TensorList, OptionalTensorList, GenericList,
+    None, Int, Double, Bool, Complex, DType, Device, Layout, MemoryFormat,
+    Tensor, String, IntList, DoubleList, BoolList, TensorList, OptionalTensorList, GenericList,
   };
 
-  IValue() = default;  // None
-  IValue(std::nullopt_t) {}
-  IValue(Tensor t) : v_(std::move(t)) {}
-  IValue(int64_t i) : v_(i) {}
-  IValue(int i) : v_(static_cast<int64_t>(i)) {}
-  IValue(double d) : v_(d) {}
-  IValue(bool b) : v_(b) {}
-  IValue(complex128 c) : v_(c) {}
-  IValue(std::string s) : v_(std::move(s)) {}
-  IValue(const char* s) : v_(std::string(s)) {}
-  IValue(DType d) : v_(d) {}
-  IValue(Device d) : v_(d) {}
-  IValue(Layout l) : v_(l) {}
-  IValue(MemoryFormat m) : v_(m) {}
-  IValue(std::vector<int64_t> l) : v_(std::move(l)) {}
-  IValue(std::vector<double> l) : v_(std::move(l)) {}
-  IValue(std::vector<bool> l) : v_(std::move(l)) {}
-  IValue(std::vector<Tensor> l) : v_(std::move(l)) {}
-  IValue(std::vector<std::optional<Tensor>> l) : v_(std::move(l)) {}
-  IValue(GenericList l) : v_(std::move(l)) {}
+  IValue() noexcept {}  // None
+  IValue(std::nullopt_t) noexcept {}
+  IValue(Tensor t) noexcept : tag_(Tag::Tensor) { new (&p_.tensor) Tensor(std::move(t)); }
+  IValue(int64_t i) noexcept : tag_(Tag::Int) { p_.i = i; }
+  IValue(int i) noexcept : tag_(Tag::Int) { p_.i = i; }
+  IValue(double d) noexcept : tag_(Tag::Double) { p_.d = d; }
+  IValue(bool b) noexcept : tag_(Tag::Bool) { p_.b = b; }
+  IValue(complex128 c) noexcept : tag_(Tag::Complex) { p_.c = c; }
+  IValue(std::string s) : tag_(Tag::String) { new (&p_.str) std::string(std::move(s)); }
+  IValue(const char* s) : IValue(std::string(s)) {}
+  IValue(DType d) noexcept : tag_(Tag::DType) { p_.dtype = d; }
+  IValue(Device d) noexcept : tag_(Tag::Device) { p_.device = d; }
+  IValue(Layout l) noexcept : tag_(Tag::Layout) { p_.layout = l; }
+  IValue(MemoryFormat m) noexcept : tag_(Tag::MemoryFormat) { p_.memory_format = m; }
+  IValue(std::vector<int64_t> l) : tag_(Tag::IntList) { new (&p_.int_list) std::vector<int64_t>(std::move(l)); }
+  IValue(std::vector<double> l) : tag_(Tag::DoubleList) { new (&p_.double_list) std::vector<double>(std::move(l)); }
+  IValue(std::vector<bool> l) : tag_(Tag::BoolList) { new (&p_.bool_list) std::vector<bool>(std::move(l)); }
+  IValue(std::vector<Tensor> l) : tag_(Tag::TensorList) { new (&p_.tensor_list) std::vector<Tensor>(std::move(l)); }
+  IValue(std::vector<std::optional<Tensor>> l) : tag_(Tag::OptionalTensorList) {
+    new (&p_.optional_tensor_list) std::vector<std::optional<Tensor>>(std::move(l));
+  }
+  IValue(GenericList l) : tag_(Tag::GenericList) { new (&p_.generic_list) GenericList(std::move(l)); }
   IValue(const Scalar& s);  // stored as Bool, Int, Double or Complex
   template <typename T>
   IValue(std::optional<T> o) {
@@ -68,16 +72,41 @@ class IValue {
     return IValue(GenericList{std::make_shared<std::vector<IValue>>(std::move(elements))});
   }
 
-  Tag tag() const { return static_cast<Tag>(v_.index()); }
+  IValue(const IValue& o) : tag_(o.tag_) {
+    if (is_trivial(tag_)) p_.raw = o.p_.raw;
+    else copy_from(o);
+  }
+  IValue(IValue&& o) noexcept : tag_(o.tag_) {
+    if (is_trivial(tag_)) p_.raw = o.p_.raw;
+    else if (tag_ == Tag::Tensor) new (&p_.tensor) Tensor(std::move(o.p_.tensor));
+    else move_from(std::move(o));
+  }
+  IValue& operator=(const IValue& o) {
+    if (this != &o) {
+      IValue copy(o);
+      *this = std::move(copy);
+    }
+    return *this;
+  }
+  IValue& operator=(IValue&& o) noexcept {
+    if (this != &o) {
+      destroy();
+      new (this) IValue(std::move(o));
+    }
+    return *this;
+  }
+  ~IValue() { destroy(); }
+
+  Tag tag() const { return tag_; }
   std::string_view type_name() const;
-  bool is_none() const { return tag() == Tag::None; }
-  bool is_tensor() const { return tag() == Tag::Tensor; }
-  bool is_int() const { return tag() == Tag::Int; }
-  bool is_double() const { return tag() == Tag::Double; }
-  bool is_bool() const { return tag() == Tag::Bool; }
-  bool is_string() const { return tag() == Tag::String; }
-  bool is_scalar() const { return is_int() || is_double() || is_bool() || tag() == Tag::Complex; }
-  bool is_tensor_list() const { return tag() == Tag::TensorList; }
+  bool is_none() const { return tag_ == Tag::None; }
+  bool is_tensor() const { return tag_ == Tag::Tensor; }
+  bool is_int() const { return tag_ == Tag::Int; }
+  bool is_double() const { return tag_ == Tag::Double; }
+  bool is_bool() const { return tag_ == Tag::Bool; }
+  bool is_string() const { return tag_ == Tag::String; }
+  bool is_scalar() const { return is_int() || is_double() || is_bool() || tag_ == Tag::Complex; }
+  bool is_tensor_list() const { return tag_ == Tag::TensorList; }
 
   const Tensor& to_tensor() const { return get<Tensor>("Tensor"); }
   int64_t to_int() const { return get<int64_t>("int"); }
@@ -92,24 +121,82 @@ class IValue {
   template <typename T>
   T to() const;
 
+  // The stored value when it has exactly type T, else nullptr.
+  template <typename T>
+  const T* get_if() const;
+
   // Same tag and value; tensors compare by identity (is_same), not by value.
   bool identical(const IValue& other) const;
   std::string repr() const;
 
- private:
-  template <typename T>
-  const T& get(const char* expected) const {
-    if (const T* p = std::get_if<T>(&v_)) return *p;
-    throw_type_error(expected);
-  }
+  // Throws Error(kSchemaMismatch) naming the expected and the actual type.
   [[noreturn]] void throw_type_error(const char* expected) const;
 
-  std::variant<std::monostate, Tensor, int64_t, double, bool, complex128, std::string, DType, Device, Layout,
-               MemoryFormat, std::vector<int64_t>, std::vector<double>, std::vector<bool>, std::vector<Tensor>,
-               std::vector<std::optional<Tensor>>, GenericList>
-      v_;
-  template <typename T> friend struct IValueConverter;
+ private:
+  static constexpr bool is_trivial(Tag t) { return t < Tag::Tensor; }
+  void destroy() noexcept {
+    if (is_trivial(tag_)) return;
+    if (tag_ == Tag::Tensor) p_.tensor.~Tensor();
+    else destroy_slow();
+  }
+  void destroy_slow() noexcept;
+  void copy_from(const IValue& o);
+  void move_from(IValue&& o) noexcept;
+
+  template <typename T>
+  const T& get(const char* expected) const {
+    if (const T* p = get_if<T>()) return *p;
+    throw_type_error(expected);
+  }
+
+  Tag tag_ = Tag::None;
+  union Payload {
+    struct { uint64_t a, b; } raw;  // the bytes of the trivially copyable kinds
+    int64_t i;
+    double d;
+    bool b;
+    complex128 c;
+    DType dtype;
+    Device device;
+    Layout layout;
+    MemoryFormat memory_format;
+    Tensor tensor;
+    std::string str;
+    std::vector<int64_t> int_list;
+    std::vector<double> double_list;
+    std::vector<bool> bool_list;
+    std::vector<Tensor> tensor_list;
+    std::vector<std::optional<Tensor>> optional_tensor_list;
+    GenericList generic_list;
+    Payload() noexcept : raw{0, 0} {}
+    ~Payload() {}
+  } p_;
+  static_assert(sizeof(complex128) == sizeof(Payload::raw), "the trivial kinds fit the raw bytes");
 };
+
+template <typename T>
+const T* IValue::get_if() const {
+#define OPCONFORM_IVALUE_GET(Type, TagName, member) \
+  if constexpr (std::is_same_v<T, Type>) return tag_ == Tag::TagName ? &p_.member : nullptr;
+  OPCONFORM_IVALUE_GET(Tensor, Tensor, tensor)
+  else OPCONFORM_IVALUE_GET(int64_t, Int, i)
+  else OPCONFORM_IVALUE_GET(double, Double, d)
+  else OPCONFORM_IVALUE_GET(bool, Bool, b)
+  else OPCONFORM_IVALUE_GET(complex128, Complex, c)
+  else OPCONFORM_IVALUE_GET(DType, DType, dtype)
+  else OPCONFORM_IVALUE_GET(Device, Device, device)
+  else OPCONFORM_IVALUE_GET(Layout, Layout, layout)
+  else OPCONFORM_IVALUE_GET(MemoryFormat, MemoryFormat, memory_format)
+  else OPCONFORM_IVALUE_GET(std::string, String, str)
+  else OPCONFORM_IVALUE_GET(std::vector<int64_t>, IntList, int_list)
+  else OPCONFORM_IVALUE_GET(std::vector<double>, DoubleList, double_list)
+  else OPCONFORM_IVALUE_GET(std::vector<bool>, BoolList, bool_list)
+  else OPCONFORM_IVALUE_GET(std::vector<Tensor>, TensorList, tensor_list)
+  else OPCONFORM_IVALUE_GET(std::vector<std::optional<Tensor>>, OptionalTensorList, optional_tensor_list)
+  else OPCONFORM_IVALUE_GET(GenericList, GenericList, generic_list)
+  else return nullptr;
+#undef OPCONFORM_IVALUE_GET
+}
 
 std::ostream& operator<<(std::ostream& out, const IValue& v);
 
@@ -122,13 +209,16 @@ struct IValueConverter {
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       return static_cast<T>(v.to_int());
     } else {
-      return v.template get<T>("the kernel's argument type");
+      if (const T* p = v.template get_if<T>()) return *p;
+      v.throw_type_error("the kernel's argument type");
     }
   }
 };
 template <> struct IValueConverter<Tensor> { static Tensor from(const IValue& v) { return v.to_tensor(); } };
 template <> struct IValueConverter<double> { static double from(const IValue& v) { return v.to_double(); } };
 template <> struct IValueConverter<bool> { static bool from(const IValue& v) { return v.to_bool(); } };
+// Symbolic integers are boxed as plain ints until symbolic shapes land (symint.h).
+template <> struct IValueConverter<SymInt> { static SymInt from(const IValue& v) { return SymInt(v.to_int()); } };
 template <> struct IValueConverter<Scalar> { static Scalar from(const IValue& v) { return v.to_scalar(); } };
 template <> struct IValueConverter<std::string> {
   static std::string from(const IValue& v) { return v.to_string_ref(); }
@@ -147,8 +237,8 @@ template <typename T>
 struct IValueConverter<std::vector<T>> {
   // Typed lists convert directly; a generic list converts element by element.
   static std::vector<T> from(const IValue& v) {
-    if (auto* p = std::get_if<std::vector<T>>(&v.v_)) return *p;
-    if (auto* g = std::get_if<GenericList>(&v.v_)) {
+    if (auto* p = v.template get_if<std::vector<T>>()) return *p;
+    if (auto* g = v.template get_if<GenericList>()) {
       std::vector<T> out;
       out.reserve(g->elements->size());
       for (const auto& e : *g->elements) out.push_back(e.template to<T>());
@@ -169,6 +259,12 @@ IValue to_ivalue(T&& value) {
   using D = std::decay_t<T>;
   if constexpr (std::is_integral_v<D> && !std::is_same_v<D, bool>) return IValue(static_cast<int64_t>(value));
   else if constexpr (std::is_same_v<D, float>) return IValue(static_cast<double>(value));
+  else if constexpr (std::is_same_v<D, SymInt>) return IValue(value.expect_int());
+  else if constexpr (std::is_same_v<D, std::vector<SymInt>>) {
+    std::vector<int64_t> ints;
+    for (const auto& s : value) ints.push_back(s.expect_int());
+    return IValue(std::move(ints));
+  }
   else return IValue(std::forward<T>(value));
 }
 

@@ -107,7 +107,18 @@ DispatchKeySet keys_of(const T& arg) {
     return DispatchKeySet();
   }
 }
-DispatchKeySet keys_of_stack(const Stack& stack, size_t num_arguments);
+DispatchKeySet keys_of_other_values(const IValue& v);
+// The keys of the last num_arguments values of the stack (the arguments of a boxed call).
+inline DispatchKeySet keys_of_stack(const Stack& stack, size_t num_arguments) {
+  DispatchKeySet ks;
+  size_t n = num_arguments < stack.size() ? num_arguments : stack.size();
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const IValue& v = stack[i];
+    if (v.is_tensor()) ks |= keys_of(v.to_tensor());
+    else if (v.tag() >= IValue::Tag::TensorList) ks |= keys_of_other_values(v);
+  }
+  return ks;
+}
 }  // namespace detail
 
 template <typename Signature> class TypedOperatorHandle;
