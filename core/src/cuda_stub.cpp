@@ -1,11 +1,13 @@
 // The CPU-only build's answers to the CUDA questions (the CUDA build compiles src/cuda/ instead).
 #ifndef OPCONFORM_WITH_CUDA
 #include "opconform/core/cuda.h"
+#include "opconform/core/detail/cuda_fill.h"
 #include "opconform/core/storage.h"
 
 namespace opconform {
 namespace detail {
 Allocator* cuda_allocator() { return nullptr; }
+bool cuda_fill(void*, const void*, size_t, int64_t, int) { return false; }
 }  // namespace detail
 
 namespace cuda {

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "opconform/core/detail/cuda_fill.h"
 #include "opconform/core/detail/strided_loop.h"
 
 namespace opconform {
@@ -159,8 +160,20 @@ void write_span_back(const Tensor& t, const Tensor& host) {
       .copy_from_host(const_cast<void*>(t.const_data_ptr()), host.storage()->data(), nbytes, t.device());
 }
 
+// Fills contiguous CUDA memory with a device kernel; false when the build has none.
+bool fill_on_cuda(const Tensor& t, const Scalar& value) {
+  alignas(16) unsigned char pattern[16];
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T v = value.to<T>();
+    std::memcpy(pattern, &v, sizeof(T));
+  });
+  return detail::cuda_fill(const_cast<void*>(t.const_data_ptr()), pattern, t.itemsize(), t.numel(), t.device().index);
+}
+
 // Whether two elements of t may share memory (a write through t would be ambiguous).
 bool has_internal_overlap(const Tensor& t) {
+  if (t.numel() == 0) return false;  // no elements, nothing shared (e.g. [1, 0] expanded to [2, 0])
   for (int64_t d = 0; d < t.dim(); ++d) {
     if (t.size(d) > 1 && t.stride(d) == 0) return true;
   }
@@ -199,7 +212,8 @@ std::string format_scalar(const Scalar& s, DType dtype) {
 // A new tensor with t's sizes and the given strides and options; metadata-only when t is
 // (fake and meta tensors stay without memory and keep their extra keys).
 Tensor new_empty_like(const Tensor& t, IntArrayRef strides, TensorOptions o) {
-  if (t.is_meta_data() && (o.device == t.device() || o.device.is_meta())) {
+  const bool metadata_only = t.is_meta_data() || t.key_set().has(DispatchKey::Fake);
+  if (metadata_only && (o.device == t.device() || o.device.is_meta())) {
     return make_metadata_tensor(t.sizes(), strides, o.dtype, o.device,
                                 t.key_set() & DispatchKeySet(DispatchKey::Fake));
   }
@@ -215,8 +229,16 @@ const detail::TensorImpl& Tensor::impl() const {
   return *impl_;
 }
 
-int64_t Tensor::size(int64_t d) const { return impl().sizes[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return impl().strides[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::size(int64_t d) const {
+  OPCONFORM_CHECK(dim() > 0, ErrorCode::kInvalidArgument, "size: dimension ", d,
+                  " specified, but the tensor has no dimensions");
+  return impl().sizes[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  OPCONFORM_CHECK(dim() > 0, ErrorCode::kInvalidArgument, "stride: dimension ", d,
+                  " specified, but the tensor has no dimensions");
+  return impl().strides[wrap_dim(d, dim(), "stride")];
+}
 int64_t Tensor::numel() const { return product(impl().sizes); }
 
 bool Tensor::is_contiguous() const {
@@ -231,6 +253,7 @@ bool Tensor::is_contiguous() const {
 }
 
 bool Tensor::is_non_overlapping_and_dense() const {
+  if (numel() == 0) return true;  // as is_contiguous (PyTorch)
   const auto& sz = impl().sizes;
   const auto& st = impl().strides;
   std::vector<int64_t> perm(sz.size());
@@ -254,7 +277,7 @@ bool Tensor::is_alias_of(const Tensor& other) const { return storage() == other.
 
 const void* Tensor::const_data_ptr() const {
   const auto& s = *impl().storage;
-  OPCONFORM_CHECK(s.has_data(), ErrorCode::kInvalidArgument,
+  OPCONFORM_CHECK(s.has_data() && !key_set().has(DispatchKey::Fake), ErrorCode::kInvalidArgument,
                   "cannot access the data of a tensor on ", device().to_string(),
                   key_set().has(DispatchKey::Fake) ? " (a fake tensor: it has metadata only)" : " (no memory)");
   if (s.data() == nullptr) return nullptr;
@@ -367,7 +390,7 @@ Tensor Tensor::as_strided(IntArrayRef new_sizes, IntArrayRef new_strides, std::o
                     "as_strided: negative strides are not supported, got ", new_strides[i], " at dimension ", i);
   }
   int64_t span = span_elements(new_sizes, new_strides);
-  if (span >= 0 && storage()->has_data() && storage()->data() != nullptr) {
+  if (span >= 0 && storage()->has_data()) {  // an empty storage (no memory) bounds too
     uint64_t end_bytes = static_cast<uint64_t>(off + span + 1) * itemsize();
     OPCONFORM_CHECK(end_bytes <= storage()->nbytes(), ErrorCode::kInvalidArgument, "as_strided: size ",
                     shape_str(new_sizes), ", stride ", shape_str(new_strides), " and offset ", off,
@@ -597,6 +620,8 @@ const Tensor& Tensor::fill_(const Scalar& value) const {
   if (numel() == 0) return *this;
   if (device().is_cpu()) {
     cpu_fill(*this, value);
+  } else if (device().is_cuda() && is_contiguous() && fill_on_cuda(*this, value)) {
+    // filled by a device kernel
   } else {
     Tensor host = host_copy_of_span(*this);
     cpu_fill(host, value);
@@ -651,7 +676,11 @@ std::string Tensor::to_string() const {
     print(print, 0);
     if (numel() == 0 && dim() != 1) out << ", size=" << shape_str(sizes());
   }
-  if (dtype() != DType::Float32 && dtype() != DType::Int64 && dtype() != DType::Bool) out << ", dtype=" << dtype();
+  // PyTorch leaves out the default dtypes: float32, its complex counterpart, int64 and bool.
+  if (dtype() != DType::Float32 && dtype() != DType::Complex64 && dtype() != DType::Int64 &&
+      dtype() != DType::Bool) {
+    out << ", dtype=" << dtype();
+  }
   if (!device().is_cpu()) out << ", device='" << device() << "'";
   if (key_set().has(DispatchKey::Fake)) out << ", fake";
   out << ")";
@@ -809,18 +838,28 @@ bool memory_overlaps(const Tensor& a, const Tensor& b) {
 bool equal(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype()) return false;
   if (!std::equal(a.sizes().begin(), a.sizes().end(), b.sizes().begin(), b.sizes().end())) return false;
-  Tensor ha = a.to(DType::Complex128, Device::cpu());
-  Tensor hb = b.to(DType::Complex128, Device::cpu());
-  const auto* pa = static_cast<const complex128*>(ha.const_data_ptr());
-  const auto* pb = static_cast<const complex128*>(hb.const_data_ptr());
-  auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
-  bool result = true;
-  detail::strided_loop<2>(ha.sizes(), {ha.strides(), hb.strides()}, [&](const std::array<int64_t, 2>& o) {
-    const complex128& x = pa[o[0]];
-    const complex128& y = pb[o[1]];
-    if (!same(x.real(), y.real()) || !same(x.imag(), y.imag())) result = false;
+  // Compared in their own dtype: a detour through complex128 would merge int64s beyond 2^53.
+  Tensor ha = a.to(Device::cpu());
+  Tensor hb = b.to(Device::cpu());
+  return visit_dtype(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pa = static_cast<const T*>(ha.const_data_ptr());
+    const T* pb = static_cast<const T*>(hb.const_data_ptr());
+    auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
+    bool result = true;
+    detail::strided_loop<2>(ha.sizes(), {ha.strides(), hb.strides()}, [&](const std::array<int64_t, 2>& o) {
+      const T& x = pa[o[0]];
+      const T& y = pb[o[1]];
+      if constexpr (detail::is_complex_t<T>::value) {
+        if (!same(x.real(), y.real()) || !same(x.imag(), y.imag())) result = false;
+      } else if constexpr (std::is_integral_v<T>) {
+        if (x != y) result = false;
+      } else {
+        if (!same(static_cast<double>(x), static_cast<double>(y))) result = false;
+      }
+    });
+    return result;
   });
-  return result;
 }
 
 }  // namespace opconform

@@ -162,8 +162,8 @@ inline Tensor ones(std::initializer_list<int64_t> s, TensorOptions o = {}) {
   return ones(IntArrayRef(s.begin(), s.size()), o);
 }
 Tensor full(IntArrayRef sizes, const Scalar& value, TensorOptions options = {});
-// 0, 1, ..., n-1
-Tensor arange(int64_t n, TensorOptions options = {});
+// 0, 1, ..., n-1 (int64 by default, as PyTorch's arange of an integer)
+Tensor arange(int64_t n, TensorOptions options = TensorOptions(DType::Int64));
 // A 0-d tensor holding value (dtype defaults to the scalar's PyTorch default).
 Tensor scalar_tensor(const Scalar& value, std::optional<TensorOptions> options = {});
 // A CPU tensor of dtype_of<T> from values in row-major order.
