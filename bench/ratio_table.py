@@ -3,28 +3,28 @@
 
 Usage: dispatch_bench --benchmark_format=json --benchmark_repetitions=5 > out.json
        /usr/bin/python3 bench/ratio_table.py out.json
-Medians over repetitions are used when present.
+The fastest repetition of each benchmark is used (the estimate least disturbed by the rest
+of the machine); run with --benchmark_enable_random_interleaving=true so that slow phases of
+the machine hit every benchmark alike.
 """
 import json
 import sys
 
 
-def medians(path):
+def fastest(path):
     with open(path) as f:
         data = json.load(f)
     times = {}
     for b in data["benchmarks"]:
-        name = b.get("run_name", b["name"])
         if b.get("run_type") == "aggregate":
-            if b.get("aggregate_name") == "median":
-                times[name] = b["real_time"]
-        elif name not in times:
-            times[name] = b["real_time"]
+            continue
+        name = b.get("run_name", b["name"])
+        times[name] = min(times.get(name, float("inf")), b["real_time"])
     return times
 
 
 def main():
-    t = medians(sys.argv[1])
+    t = fastest(sys.argv[1])
     print("| benchmark | ns/call |")
     print("| --- | --- |")
     for name, ns in t.items():

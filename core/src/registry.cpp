@@ -241,12 +241,11 @@ DispatchKeySet OperatorHandle::dispatch_keys(const Stack& stack) const {
           local.included) - local.excluded - entry_->skip;
 }
 
-void OperatorHandle::call_boxed(Stack& stack) const {
+void OperatorHandle::reject_boxed_call(const Stack& stack) const {
   OPCONFORM_CHECK(entry_->schema.has_value(), ErrorCode::kRegistration, "cannot call '", entry_->name,
                   "': it has no definition (no schema)");
-  OPCONFORM_CHECK(stack.size() >= entry_->num_arguments, ErrorCode::kSchemaMismatch, "'", entry_->name,
-                  "' takes ", entry_->num_arguments, " arguments but the stack holds ", stack.size());
-  redispatch_boxed(dispatch_keys(stack), stack);
+  throw Error(ErrorCode::kSchemaMismatch, detail::concat("'", entry_->name, "' takes ", entry_->num_arguments,
+                                                         " arguments but the stack holds ", stack.size()));
 }
 
 void OperatorHandle::redispatch_boxed(DispatchKeySet keys, Stack& stack) const {

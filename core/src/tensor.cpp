@@ -353,11 +353,11 @@ Scalar Tensor::item() const {
 // ---------------------------------------------------------------- views
 
 Tensor Tensor::make_view(std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset) const {
-  auto v = std::make_shared<detail::TensorImpl>(impl());
+  auto v = std::make_unique<detail::TensorImpl>(impl());
   v->sizes = std::move(sizes);
   v->strides = std::move(strides);
   v->storage_offset = offset;
-  return Tensor(std::move(v));
+  return Tensor::adopt(std::move(v));
 }
 
 Tensor Tensor::view(IntArrayRef requested) const {
@@ -716,7 +716,7 @@ std::vector<int64_t> broadcast_shapes(IntArrayRef a, IntArrayRef b) {
 
 Tensor make_tensor(std::shared_ptr<Storage> storage, IntArrayRef sizes, IntArrayRef strides,
                    int64_t storage_offset, DType dtype) {
-  auto impl = std::make_shared<detail::TensorImpl>();
+  auto impl = std::make_unique<detail::TensorImpl>();
   impl->device = storage->device();
   impl->storage = std::move(storage);
   impl->sizes.assign(sizes.begin(), sizes.end());
@@ -724,7 +724,7 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, IntArrayRef sizes, IntArray
   impl->storage_offset = storage_offset;
   impl->dtype = dtype;
   impl->key_set = keys_for(impl->device, {});
-  return Tensor(std::move(impl));
+  return Tensor::adopt(std::move(impl));
 }
 
 Tensor empty_strided(IntArrayRef sizes, IntArrayRef strides, TensorOptions options) {
@@ -781,7 +781,7 @@ Tensor make_metadata_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype,
   size_t nbytes = span < 0 ? 0 : static_cast<size_t>(span + 1 + storage_offset) * itemsize(dtype);
   // A storage without memory: nbytes records the size the real one would have.
   auto storage = Storage::wrap(nullptr, nbytes, device, nullptr);
-  auto impl = std::make_shared<detail::TensorImpl>();
+  auto impl = std::make_unique<detail::TensorImpl>();
   impl->storage = std::move(storage);
   impl->sizes.assign(sizes.begin(), sizes.end());
   impl->strides.assign(strides.begin(), strides.end());
@@ -789,7 +789,7 @@ Tensor make_metadata_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype,
   impl->dtype = dtype;
   impl->device = device;
   impl->key_set = keys_for(device, extra_keys);
-  return Tensor(std::move(impl));
+  return Tensor::adopt(std::move(impl));
 }
 
 // ---------------------------------------------------------------- comparisons

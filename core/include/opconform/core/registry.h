@@ -137,7 +137,15 @@ class OperatorHandle {
   bool has_tag(Tag t) const;
 
   // Calls the operator: arguments on the stack in schema order, returns left there.
-  void call_boxed(Stack& stack) const;
+  void call_boxed(Stack& stack) const {
+    if (!entry_->schema.has_value() || stack.size() < entry_->num_arguments) [[unlikely]] {
+      reject_boxed_call(stack);
+    }
+    const auto& local = local_dispatch_key_set();
+    DispatchKeySet keys = ((detail::keys_of_stack(stack, entry_->num_arguments) |
+                            DispatchKeySet(DispatchKey::BackendSelect)) | local.included) - local.excluded - entry_->skip;
+    entry_->table[static_cast<size_t>(keys.highest())].call_boxed(*this, keys, stack);
+  }
   // Calls the kernel of the highest key in `keys` (already computed by the caller).
   void redispatch_boxed(DispatchKeySet keys, Stack& stack) const;
 
@@ -173,6 +181,7 @@ class OperatorHandle {
   }
 
  private:
+  [[noreturn]] void reject_boxed_call(const Stack& stack) const;
   detail::OperatorEntry* entry_;
 };
 

@@ -9,6 +9,7 @@
 // by every other view. test_schema reads it (with the bytes) to detect undeclared mutation.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -39,6 +40,8 @@ struct TensorOptions {
 };
 
 namespace detail {
+// The shared state behind Tensor handles. Reference counted in place (one allocation, one
+// pointer per handle): handles are copied on every boxed call, so this is on the hot path.
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   std::vector<int64_t> sizes;
@@ -47,13 +50,48 @@ struct TensorImpl {
   DType dtype = DType::Float32;
   Device device;
   DispatchKeySet key_set;  // backend + autograd key of the device, plus e.g. Fake
+
+  TensorImpl() = default;
+  // A copy of the metadata (a new view); the copy starts with its own count of one.
+  TensorImpl(const TensorImpl& o)
+      : storage(o.storage), sizes(o.sizes), strides(o.strides), storage_offset(o.storage_offset),
+        dtype(o.dtype), device(o.device), key_set(o.key_set) {}
+  TensorImpl& operator=(const TensorImpl&) = delete;
+
+  void retain() { refcount.fetch_add(1, std::memory_order_relaxed); }
+  void release() {
+    // The last handle needs no atomic read-modify-write: no other thread can hold a reference
+    // to copy from once the count is one and it is ours.
+    if (refcount.load(std::memory_order_acquire) == 1 || refcount.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      delete this;
+    }
+  }
+  std::atomic<int64_t> refcount{1};
 };
 }  // namespace detail
 
 class Tensor {
  public:
   Tensor() = default;  // undefined
-  explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+  // Takes ownership of a new TensorImpl (its count of one becomes this handle's).
+  static Tensor adopt(std::unique_ptr<detail::TensorImpl> impl) { return Tensor(impl.release()); }
+
+  Tensor(const Tensor& o) noexcept : impl_(o.impl_) {
+    if (impl_) impl_->retain();
+  }
+  Tensor(Tensor&& o) noexcept : impl_(o.impl_) { o.impl_ = nullptr; }
+  Tensor& operator=(const Tensor& o) noexcept {
+    Tensor copy(o);
+    std::swap(impl_, copy.impl_);
+    return *this;
+  }
+  Tensor& operator=(Tensor&& o) noexcept {
+    std::swap(impl_, o.impl_);
+    return *this;
+  }
+  ~Tensor() {
+    if (impl_) impl_->release();
+  }
 
   // ---- metadata ----
   bool defined() const { return impl_ != nullptr; }
@@ -142,7 +180,8 @@ class Tensor {
  private:
   const detail::TensorImpl& impl() const;
   Tensor make_view(std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset) const;
-  std::shared_ptr<detail::TensorImpl> impl_;
+  explicit Tensor(detail::TensorImpl* impl) : impl_(impl) {}
+  detail::TensorImpl* impl_ = nullptr;
 };
 
 std::ostream& operator<<(std::ostream& out, const Tensor& t);
