@@ -222,6 +222,8 @@ Tensor new_empty_like(const Tensor& t, IntArrayRef strides, TensorOptions o) {
 
 }  // namespace
 
+void detail::TensorImpl::destroy() { delete this; }
+
 // ---------------------------------------------------------------- metadata
 
 const detail::TensorImpl& Tensor::impl() const {

@@ -192,7 +192,7 @@ struct KernelWrapper<F, WithKeyset, Ret, std::tuple<Args...>> {
     } else if constexpr (n >= 1 && !requires { std::tuple_size<std::decay_t<Ret>>::value; }) {
       // One return: it takes the first argument's slot (no reallocation, no push).
       auto result = call(std::index_sequence_for<Args...>{});
-      stack.resize(base + 1);
+      stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(base) + 1, stack.end());
       stack[base] = to_ivalue(std::move(result));
     } else {
       auto result = call(std::index_sequence_for<Args...>{});

@@ -63,9 +63,11 @@ struct TensorImpl {
     // The last handle needs no atomic read-modify-write: no other thread can hold a reference
     // to copy from once the count is one and it is ours.
     if (refcount.load(std::memory_order_acquire) == 1 || refcount.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      delete this;
+      destroy();
     }
   }
+  // Out of line, so that release() stays small enough to inline everywhere.
+  [[gnu::noinline]] void destroy();
   std::atomic<int64_t> refcount{1};
 };
 }  // namespace detail
