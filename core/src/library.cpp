@@ -23,7 +23,7 @@ bool valid_identifier(std::string_view s) {
 }  // namespace
 
 Library::Library(std::string ns, LibraryKind kind, std::optional<DispatchKey> dispatch_key, Registry& registry,
-                 std::source_location loc)
+                 SourceLocation loc)
     : ns_(std::move(ns)), kind_(kind), dispatch_key_(dispatch_key), registry_(&registry),
       source_(RegistrationSource::here(loc)) {
   OPCONFORM_CHECK(ns_ == "_" ? kind_ == LibraryKind::IMPL : valid_identifier(ns_), ErrorCode::kRegistration,
@@ -67,7 +67,7 @@ std::string Library::qualify(std::string_view op_name) const {
 }
 
 std::string Library::define(std::string_view schema_text, std::vector<Tag> tags, std::string alias_analysis,
-                            std::source_location loc) {
+                            SourceLocation loc) {
   OPCONFORM_CHECK(kind_ != LibraryKind::IMPL, ErrorCode::kRegistration, "define('", schema_text,
                   "') in an IMPL library of namespace '", ns_, "': use a DEF or FRAGMENT library to define operators");
   FunctionSchema schema = parse_schema(schema_text);
@@ -84,7 +84,7 @@ std::string Library::define(std::string_view schema_text, std::vector<Tag> tags,
 }
 
 Library& Library::impl_kernel(std::string_view op_name, KernelFunction kernel, std::optional<DispatchKey> key,
-                              bool allow_override, std::source_location loc) {
+                              bool allow_override, SourceLocation loc) {
   OPCONFORM_CHECK(ns_ != "_", ErrorCode::kRegistration, "impl('", op_name,
                   "') in the global '_' library: it only takes fallbacks");
   std::optional<DispatchKey> k = key ? key : dispatch_key_;
@@ -95,7 +95,7 @@ Library& Library::impl_kernel(std::string_view op_name, KernelFunction kernel, s
   return *this;
 }
 
-Library& Library::fallback_kernel(KernelFunction kernel, std::optional<DispatchKey> key, std::source_location loc) {
+Library& Library::fallback_kernel(KernelFunction kernel, std::optional<DispatchKey> key, SourceLocation loc) {
   OPCONFORM_CHECK(ns_ == "_", ErrorCode::kRegistration,
                   "fallback: only the global namespace library Library(\"_\", IMPL) registers fallbacks, not '", ns_, "'");
   std::optional<DispatchKey> k = key ? key : dispatch_key_;

@@ -198,8 +198,8 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 // ---------------------------------------------------------------- handles
 
-RegistrationSource RegistrationSource::here(std::source_location loc) {
-  std::string file = loc.file_name();
+RegistrationSource RegistrationSource::here(SourceLocation loc) {
+  std::string file = loc.file;
   // Keep paths short and stable: from the project's top folder on when recognisable.
   for (const char* top : {"/core/", "/compile/", "/reference/", "/adapters/", "/conformance/", "/harness/",
                           "/examples/", "/tests/", "/bench/", "/fuzz/"}) {
@@ -208,7 +208,7 @@ RegistrationSource RegistrationSource::here(std::source_location loc) {
       break;
     }
   }
-  return {file + ":" + std::to_string(loc.line())};
+  return {file + ":" + std::to_string(loc.line)};
 }
 
 RegistrationHandle& RegistrationHandle::operator=(RegistrationHandle&& o) noexcept {

@@ -13,7 +13,7 @@
 #pragma once
 
 #include <optional>
-#include <source_location>
+#include "opconform/core/source_location.h"
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -37,7 +37,7 @@ struct ImplOptions {
 class Library {
  public:
   Library(std::string ns, LibraryKind kind, std::optional<DispatchKey> dispatch_key = std::nullopt,
-          Registry& registry = Registry::global(), std::source_location loc = std::source_location::current());
+          Registry& registry = Registry::global(), SourceLocation loc = SourceLocation::current());
   ~Library();
   Library(Library&&) noexcept;
   Library& operator=(Library&&) noexcept;
@@ -50,14 +50,14 @@ class Library {
   // Defines an operator from a schema string ("sum(Tensor self) -> Tensor"; the namespace is
   // added, or must match). Returns the operator's full name ("mylib::sum").
   std::string define(std::string_view schema, std::vector<Tag> tags = {}, std::string alias_analysis = "",
-                     std::source_location loc = std::source_location::current());
+                     SourceLocation loc = SourceLocation::current());
 
   // Implements `op_name` ("sum", "sum.dim" or "mylib::sum") for a key (default: the library's).
   // `fn` is a typed C++ callable, a boxed callable void(const OperatorHandle&, DispatchKeySet,
   // Stack&), or a KernelFunction (fallthrough_kernel()).
   template <typename F>
   Library& impl(std::string_view op_name, F&& fn, std::optional<DispatchKey> key = std::nullopt,
-                ImplOptions options = {}, std::source_location loc = std::source_location::current()) {
+                ImplOptions options = {}, SourceLocation loc = SourceLocation::current()) {
     return impl_kernel(op_name, make_kernel(std::forward<F>(fn), options.with_keyset), key, options.allow_override,
                        loc);
   }
@@ -65,7 +65,7 @@ class Library {
   // Registers a fallback for every operator at `key` (only in the global namespace "_").
   template <typename F>
   Library& fallback(F&& fn, std::optional<DispatchKey> key = std::nullopt,
-                    std::source_location loc = std::source_location::current()) {
+                    SourceLocation loc = SourceLocation::current()) {
     return fallback_kernel(make_kernel(std::forward<F>(fn), false), key, loc);
   }
 
@@ -87,8 +87,8 @@ class Library {
 
  private:
   Library& impl_kernel(std::string_view op_name, KernelFunction kernel, std::optional<DispatchKey> key,
-                       bool allow_override, std::source_location loc);
-  Library& fallback_kernel(KernelFunction kernel, std::optional<DispatchKey> key, std::source_location loc);
+                       bool allow_override, SourceLocation loc);
+  Library& fallback_kernel(KernelFunction kernel, std::optional<DispatchKey> key, SourceLocation loc);
   std::string qualify(std::string_view op_name) const;
 
   std::string ns_;

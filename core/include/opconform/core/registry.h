@@ -29,7 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <source_location>
+#include "opconform/core/source_location.h"
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,7 +45,7 @@ namespace opconform {
 // Where a registration came from: a source location, or a plugin's name.
 struct RegistrationSource {
   std::string where;  // "file.cpp:42" or "plugin libvendor.so"
-  static RegistrationSource here(std::source_location loc = std::source_location::current());
+  static RegistrationSource here(SourceLocation loc = SourceLocation::current());
   static RegistrationSource named(std::string what) { return {std::move(what)}; }
 };
 
