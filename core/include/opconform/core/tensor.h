@@ -24,6 +24,7 @@
 #include "opconform/core/error.h"
 #include "opconform/core/scalar.h"
 #include "opconform/core/storage.h"
+#include "opconform/core/symint.h"
 
 namespace opconform {
 
@@ -39,6 +40,12 @@ struct TensorOptions {
   TensorOptions(DType d, Device dev) : dtype(d), device(dev) {}
 };
 
+namespace autograd {
+struct AutogradMeta;  // autograd.h: requires_grad, grad, grad_fn of one tensor
+}
+struct SymShape;      // fake_tensor.h: symbolic sizes and strides of a fake tensor
+struct BatchedInfo;   // vmap.h: the physical tensor, batch dimension and level behind a vmap view
+
 namespace detail {
 // The shared state behind Tensor handles. Reference counted in place (one allocation, one
 // pointer per handle): handles are copied on every boxed call, so this is on the hot path.
@@ -50,6 +57,11 @@ struct TensorImpl {
   DType dtype = DType::Float32;
   Device device;
   DispatchKeySet key_set;  // backend + autograd key of the device, plus e.g. Fake
+  // Extensions, null when unused. They belong to this tensor object, not to its storage: a view
+  // made from it starts without them (its own autograd history, its own shape).
+  std::shared_ptr<autograd::AutogradMeta> autograd_meta;
+  std::shared_ptr<const SymShape> sym_shape;
+  std::shared_ptr<BatchedInfo> batched;
 
   TensorImpl() = default;
   // A copy of the metadata (a new view); the copy starts with its own count of one.
@@ -116,6 +128,28 @@ class Tensor {
   bool is_non_overlapping_and_dense() const;
   // True for tensors whose storage holds no memory (meta and fake tensors).
   bool is_meta_data() const { return !impl().storage->has_data(); }
+  bool is_fake() const { return impl().key_set.has(DispatchKey::Fake); }
+
+  // ---- autograd (defined in autograd.cpp) ----
+  bool requires_grad() const;
+  // Marks a leaf tensor as needing gradients (an error on non-leaves and non-floating dtypes).
+  const Tensor& set_requires_grad(bool requires_grad) const;
+  // The accumulated gradient of a leaf (undefined when none).
+  Tensor grad() const;
+  void set_grad(const Tensor& grad) const;
+  // True for tensors not produced by a recorded operation.
+  bool is_leaf() const;
+  // The same data without autograd history.
+  Tensor detach() const;
+  // Runs backward from this tensor; `gradient` defaults to ones for a one-element tensor.
+  void backward(const Tensor& gradient, bool retain_graph = false, bool create_graph = false) const;
+  void backward() const;
+
+  // ---- symbolic sizes (defined in fake_tensor.cpp) ----
+  // Sizes as SymInts: concrete unless this is a fake tensor with symbolic sizes.
+  std::vector<SymInt> sym_sizes() const;
+  std::vector<SymInt> sym_strides() const;
+  bool has_symbolic_sizes() const { return impl().sym_shape != nullptr; }
 
   // ---- identity ----
   // Same TensorImpl (the "is the same tensor object" test of the alias checks).
@@ -187,6 +221,8 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& out, const Tensor& t);
+
+inline void Tensor::backward() const { backward(Tensor()); }
 
 // ---- factories ----
 Tensor empty(IntArrayRef sizes, TensorOptions options = {});

@@ -1,0 +1,141 @@
+// The dispatch mode stack, its fallback and per-(op, mode type) rules (see dispatch_mode.h).
+#include "opconform/core/dispatch_mode.h"
+
+#include <algorithm>
+#include <list>
+#include <map>
+#include <mutex>
+
+#include "opconform/core/error.h"
+
+namespace opconform {
+namespace {
+
+thread_local std::vector<std::shared_ptr<DispatchMode>> tls_modes;
+
+void set_mode_key(bool included) {
+  auto& local = local_dispatch_key_set();
+  local.included = included ? local.included.add(DispatchKey::DispatchMode)
+                            : local.included.remove(DispatchKey::DispatchMode);
+}
+
+bool mode_key_included() { return local_dispatch_key_set().included.has(DispatchKey::DispatchMode); }
+
+// Takes the top mode off the stack for a scope (Note [What a mode sees]); the key goes when the
+// stack empties, so the calls made meanwhile skip DispatchMode altogether.
+class PopTopMode {
+ public:
+  PopTopMode() : mode_(std::move(tls_modes.back())), key_was_included_(mode_key_included()) {
+    tls_modes.pop_back();
+    if (tls_modes.empty()) set_mode_key(false);
+  }
+  ~PopTopMode() {
+    tls_modes.push_back(std::move(mode_));
+    set_mode_key(key_was_included_);
+  }
+  PopTopMode(const PopTopMode&) = delete;
+  PopTopMode& operator=(const PopTopMode&) = delete;
+  DispatchMode& mode() const { return *mode_; }
+
+ private:
+  std::shared_ptr<DispatchMode> mode_;
+  bool key_was_included_;
+};
+
+void mode_fallback(const OperatorHandle& op, DispatchKeySet keys, Stack& stack) {
+  if (tls_modes.empty()) {
+    // The key was included by someone else (a plain IncludeDispatchKeyGuard): nothing to do here.
+    op.redispatch_boxed(keys.after(DispatchKey::DispatchMode), stack);
+    return;
+  }
+  PopTopMode popped;
+  popped.mode().dispatch(op, stack);
+}
+
+// ---- rules ----
+
+struct RuleEntry {
+  uint64_t id;
+  DispatchRule rule;
+};
+using RuleKey = std::pair<std::string, std::type_index>;
+
+std::mutex rules_mutex;
+std::map<RuleKey, std::list<RuleEntry>, std::less<>>& rules() {
+  static auto* r = new std::map<RuleKey, std::list<RuleEntry>, std::less<>>();  // outlives static handles
+  return *r;
+}
+uint64_t next_rule_id = 0;
+
+// The newest rule for (op, type), copied so it runs without the lock (rules call ops, which may
+// register or look up rules themselves).
+DispatchRule find_rule(const std::string& op_name, std::type_index type) {
+  std::lock_guard lock(rules_mutex);
+  auto it = rules().find(RuleKey{op_name, type});
+  if (it == rules().end() || it->second.empty()) return nullptr;
+  return it->second.front().rule;
+}
+
+}  // namespace
+
+DispatchMode::~DispatchMode() = default;
+
+void DispatchMode::dispatch(const OperatorHandle& op, Stack& stack) {
+  if (DispatchRule rule = find_rule(op.name(), std::type_index(typeid(*this)))) {
+    rule(*this, op, stack);
+    return;
+  }
+  redispatch(op, stack);
+}
+
+void DispatchMode::redispatch(const OperatorHandle& op, Stack& stack) {
+  // Inside dispatch() this mode is already off the stack: a fresh call goes through the outer
+  // modes (or, with none left, straight to the keys below DispatchMode).
+  if (!tls_modes.empty() && tls_modes.back().get() == this) {
+    PopTopMode popped;
+    op.call_boxed(stack);
+    return;
+  }
+  op.call_boxed(stack);
+}
+
+DispatchModeGuard::DispatchModeGuard(std::shared_ptr<DispatchMode> mode)
+    : mode_(std::move(mode)), previous_key_included_(mode_key_included()) {
+  OPCONFORM_CHECK(mode_ != nullptr, ErrorCode::kInvalidArgument, "DispatchModeGuard: null mode");
+  tls_modes.push_back(mode_);
+  set_mode_key(true);
+}
+
+DispatchModeGuard::~DispatchModeGuard() {
+  // Normally the top; searched from the top so a misnested guard still removes its own mode.
+  auto it = std::find(tls_modes.rbegin(), tls_modes.rend(), mode_);
+  if (it != tls_modes.rend()) tls_modes.erase(std::next(it).base());
+  set_mode_key(previous_key_included_ || !tls_modes.empty());
+}
+
+std::vector<std::shared_ptr<DispatchMode>> dispatch_mode_stack() { return tls_modes; }
+
+RegistrationHandle install_dispatch_mode_fallback(Registry& registry) {
+  return registry.fallback(DispatchKey::DispatchMode, KernelFunction::from_boxed(mode_fallback),
+                           RegistrationSource::named("the dispatch mode fallback (dispatch_mode.cpp)"));
+}
+
+RegistrationHandle register_dispatch_rule(std::string op_name, std::type_index mode_type, DispatchRule rule) {
+  OPCONFORM_CHECK(rule != nullptr, ErrorCode::kRegistration, "register_dispatch_rule: no rule given for '", op_name,
+                  "'");
+  OPCONFORM_CHECK(op_name.find("::") != std::string::npos, ErrorCode::kRegistration,
+                  "register_dispatch_rule: '", op_name, "' is not a full operator name (ns::op)");
+  std::lock_guard lock(rules_mutex);
+  uint64_t id = ++next_rule_id;
+  RuleKey key{std::move(op_name), mode_type};
+  rules()[key].push_front(RuleEntry{id, std::move(rule)});
+  return RegistrationHandle([key = std::move(key), id] {
+    std::lock_guard lock(rules_mutex);
+    auto it = rules().find(key);
+    if (it == rules().end()) return;
+    it->second.remove_if([id](const RuleEntry& e) { return e.id == id; });
+    if (it->second.empty()) rules().erase(it);
+  });
+}
+
+}  // namespace opconform
