@@ -8,6 +8,7 @@
 
 #include "opconform/core/detail/cuda_fill.h"
 #include "opconform/core/detail/strided_loop.h"
+#include "opconform/core/fake_tensor.h"  // the fake factory hook and the fake data-access error
 
 namespace opconform {
 namespace {
@@ -278,6 +279,9 @@ bool Tensor::is_non_overlapping_and_dense() const {
 bool Tensor::is_alias_of(const Tensor& other) const { return storage() == other.storage(); }
 
 const void* Tensor::const_data_ptr() const {
+  // Fake tensors: fake_tensor.cpp words the error (inside a fake kernel it names the operator
+  // and points to get_ctx().new_dynamic_size()).
+  if (key_set().has(DispatchKey::Fake)) [[unlikely]] detail::throw_fake_data_access(*this);
   const auto& s = *impl().storage;
   OPCONFORM_CHECK(s.has_data() && !key_set().has(DispatchKey::Fake), ErrorCode::kInvalidArgument,
                   "cannot access the data of a tensor on ", device().to_string(),
@@ -741,6 +745,8 @@ Tensor empty_strided(IntArrayRef sizes, IntArrayRef strides, TensorOptions optio
   size_t nbytes = span < 0 ? 0 : static_cast<size_t>(span + 1) * itemsize(options.dtype);
   Device device = options.device;
   if (device.is_cuda() && device.index < 0) device.index = 0;
+  // Under an active FakeTensorMode, factories make fake tensors instead of allocating.
+  if (auto fake = detail::fake_factory_hook(sizes, strides, TensorOptions(options.dtype, device))) return *fake;
   return make_tensor(Storage::allocate(nbytes, device), sizes, strides, 0, options.dtype);
 }
 

@@ -1,13 +1,20 @@
 // opconform/core.h — the operator model in one include: tensors, DLPack, schemas, boxed
-// values, dispatch keys, the registry and Library.
+// values, dispatch keys, the registry and Library, custom_op and the register_* API,
+// autograd, fake tensors and symbolic sizes, vmap, autocast, dispatch modes.
 #pragma once
 
+#include "opconform/core/autocast.h"
+#include "opconform/core/autograd.h"
 #include "opconform/core/cuda.h"
+#include "opconform/core/custom_op.h"
 #include "opconform/core/device.h"
 #include "opconform/core/dispatch_key.h"
+#include "opconform/core/dispatch_mode.h"
 #include "opconform/core/dlpack.h"
 #include "opconform/core/dtype.h"
 #include "opconform/core/error.h"
+#include "opconform/core/fake_tensor.h"
+#include "opconform/core/infer_schema.h"
 #include "opconform/core/ivalue.h"
 #include "opconform/core/kernel.h"
 #include "opconform/core/layout.h"
@@ -15,6 +22,10 @@
 #include "opconform/core/registry.h"
 #include "opconform/core/scalar.h"
 #include "opconform/core/schema.h"
+#include "opconform/core/shape_env.h"
+#include "opconform/core/source_location.h"
 #include "opconform/core/storage.h"
+#include "opconform/core/symint.h"
 #include "opconform/core/tag.h"
 #include "opconform/core/tensor.h"
+#include "opconform/core/vmap.h"

@@ -239,6 +239,9 @@ inline Tensor ones(std::initializer_list<int64_t> s, TensorOptions o = {}) {
   return ones(IntArrayRef(s.begin(), s.size()), o);
 }
 Tensor full(IntArrayRef sizes, const Scalar& value, TensorOptions options = {});
+inline Tensor full(std::initializer_list<int64_t> s, const Scalar& value, TensorOptions o = {}) {
+  return full(IntArrayRef(s.begin(), s.size()), value, o);
+}
 // 0, 1, ..., n-1 (int64 by default, as PyTorch's arange of an integer)
 Tensor arange(int64_t n, TensorOptions options = TensorOptions(DType::Int64));
 // A 0-d tensor holding value (dtype defaults to the scalar's PyTorch default).
