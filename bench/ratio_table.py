@@ -32,7 +32,14 @@ def main():
     direct = t.get("BM_direct_call")
     if direct is None:
         return
+    if "BM_custom_op_call" in t:
+        print()
+        print("| call | overhead over a direct call (ns) | goal |")
+        print("| --- | --- | --- |")
+        print(f"| custom_op | {t['BM_custom_op_call'] - direct:.2f} | < 100 |")
     ours = {k: t[f"BM_dispatch_{k}"] - direct for k in ("unboxed", "boxed") if f"BM_dispatch_{k}" in t}
+    if not ours:
+        return
     print()
     print("| call | opconform overhead (ns) | libtorch overhead (ns) | ratio (goal <= 0.6) |")
     print("| --- | --- | --- | --- |")

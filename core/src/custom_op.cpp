@@ -221,7 +221,7 @@ FunctionSchema checked_given_schema(const std::string& name, const std::string& 
 }
 
 std::shared_ptr<CustomOpState> define_custom_op(std::string name, FunctionSchema schema, const CustomOpOptions& options,
-                                                SourceLocation loc) {
+                                                AutogradWrapper wrap_autograd, SourceLocation loc) {
   Registry& registry = options.registry ? *options.registry : Registry::global();
   auto sep = name.find("::");
   if (sep == std::string::npos || sep == 0) fail(name, "the name must be 'namespace::name', e.g. 'mylib::my_linear'");
@@ -229,10 +229,12 @@ std::shared_ptr<CustomOpState> define_custom_op(std::string name, FunctionSchema
   validate_tag_shapes(name, schema, options.tags);
   auto state = std::make_shared<CustomOpState>(name, registry, schema, options.tags);
   state->library.define(schema.to_string(), options.tags, "", loc);
+  state->wrap_autograd = std::move(wrap_autograd);
 
   // What every custom op gets, whatever its function type (Note [Custom op aliasing]).
   bool out = std::find(options.tags.begin(), options.tags.end(), Tag::out) != options.tags.end();
-  state->library.impl(name, out ? refuse_autograd_kernel(name) : autograd::not_implemented_autograd_kernel(),
+  state->library.impl(name,
+                      state->wrap_autograd(out ? refuse_autograd_kernel(name) : autograd::not_implemented_autograd_kernel()),
                       DispatchKey::Autograd);
   if (auto fake = automatic_fake_kernel(schema, options.tags)) {
     state->library.impl(name, wrap_fake_kernel(*fake), DispatchKey::Fake);
@@ -303,7 +305,8 @@ CustomOpDef& CustomOpDef::register_autograd(autograd::BackwardFn backward, autog
   }
   if (!backward) throw Error(ErrorCode::kRegistration, "register_autograd: '" + state_->name + "': backward is empty");
   if (!setup_context) setup_context = [](autograd::AutogradContext&, const Stack&, const Stack&) {};
-  state_->library.impl(state_->name, autograd::make_autograd_kernel(std::move(backward), std::move(setup_context)),
+  state_->library.impl(state_->name,
+                       state_->wrap_autograd(autograd::make_autograd_kernel(std::move(backward), std::move(setup_context))),
                        DispatchKey::Autograd);
   state_->has_autograd = true;
   return *this;

@@ -150,8 +150,13 @@ struct CustomOpKernels {
   std::array<std::atomic<bool>, kNumDeviceTypes> enabled{};  // set_kernel_enabled, per device type
 };
 
+// Wraps a boxed autograd kernel into a typed one for this op's signature: calls where no
+// argument requires grad go straight below autograd without boxing (most calls).
+using AutogradWrapper = std::function<KernelFunction(KernelFunction boxed_autograd_kernel)>;
+
 struct CustomOpState {
   std::string name;
+  AutogradWrapper wrap_autograd;
   Registry* registry = nullptr;
   FunctionSchema schema;
   std::vector<Tag> tags;
@@ -166,7 +171,38 @@ struct CustomOpState {
 
 // Defines the operator and registers what does not depend on the C++ function type.
 std::shared_ptr<CustomOpState> define_custom_op(std::string name, FunctionSchema schema, const CustomOpOptions& options,
-                                                SourceLocation loc);
+                                                AutogradWrapper wrap_autograd, SourceLocation loc);
+
+template <typename T>
+bool any_requires_grad(const T& arg) {
+  using D = std::decay_t<T>;
+  if constexpr (std::is_same_v<D, Tensor>) {
+    return arg.defined() && arg.requires_grad();
+  } else if constexpr (std::is_same_v<D, std::optional<Tensor>>) {
+    return arg && arg->defined() && arg->requires_grad();
+  } else if constexpr (std::is_same_v<D, std::vector<Tensor>>) {
+    for (const auto& t : arg) {
+      if (t.defined() && t.requires_grad()) return true;
+    }
+    return false;
+  } else {
+    return false;
+  }
+}
+
+// The typed autograd wrapper of an op with signature Ret(Args...) (see AutogradWrapper).
+template <typename Ret, typename... Args>
+AutogradWrapper typed_autograd_wrapper(Registry& registry, std::string name) {
+  return [&registry, name](KernelFunction boxed) {
+    OperatorHandle op = registry.get(name);
+    return KernelFunction::from_callable([op, boxed](DispatchKeySet keys, canonical_arg_t<Args>... args) -> Ret {
+      if (!autograd::GradMode::is_enabled() || !(any_requires_grad(args) || ...)) {
+        return op.typed<Ret(Args...)>().redispatch(keys - runtime_keys_of(DispatchKey::Autograd), args...);
+      }
+      return boxed.template call<Ret, Args...>(op, keys, args...);
+    });
+  };
+}
 void register_default_kernels(CustomOpState& state, KernelFunction fn,
                               const std::optional<std::vector<DeviceType>>& device_types);
 std::vector<std::string> argument_names_of(const std::string& schema_text);
@@ -208,7 +244,11 @@ auto custom_op(std::string name, F fn, CustomOpOptions options = {}, std::vector
   } else {
     schema = detail::checked_given_schema(name, options.schema, options.mutates_args, options.tags);
   }
-  CustomOpDef def(detail::define_custom_op(name, std::move(schema), options, loc));
+  Registry& registry = options.registry ? *options.registry : Registry::global();
+  auto wrapper = [&]<typename... A>(std::tuple<A...>*) {
+    return detail::typed_autograd_wrapper<typename traits::ret, A...>(registry, name);
+  }(static_cast<typename traits::args*>(nullptr));
+  CustomOpDef def(detail::define_custom_op(name, std::move(schema), options, std::move(wrapper), loc));
   auto kernel = KernelFunction::from_callable(def.with_alias_check(std::move(fn)));
   detail::register_default_kernels(*def.state(), std::move(kernel), options.device_types);
   return [&]<typename... A>(std::tuple<A...>*) {

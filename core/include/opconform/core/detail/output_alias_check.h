@@ -42,7 +42,7 @@ class TensorRefs {
   const TensorRef* end() const { return refs_.data() + size_; }
 
  private:
-  std::array<TensorRef, kCapacity> refs_{};
+  std::array<TensorRef, kCapacity> refs_;  // left uninitialised: only [0, size_) is read
   size_t size_ = 0;
 };
 
