@@ -14,15 +14,7 @@ namespace opconform::autograd {
 
 namespace {
 
-// ---------------------------------------------------------------- access to the TensorImpl
-
-opconform::detail::TensorImpl* impl_of(const Tensor& t) {
-  // tensor.h has no accessor for its (private) TensorImpl pointer. Tensor is standard-layout
-  // with that pointer as its only member, so the handle is pointer-interconvertible with it
-  // ([basic.compound]/4): reading it through a cast is well defined.
-  static_assert(std::is_standard_layout_v<Tensor> && sizeof(Tensor) == sizeof(opconform::detail::TensorImpl*));
-  return *reinterpret_cast<opconform::detail::TensorImpl* const*>(&t);
-}
+opconform::detail::TensorImpl* impl_of(const Tensor& t) { return t.unsafe_impl(); }
 
 AutogradMeta& ensure_meta(const Tensor& t) {
   auto& slot = impl_of(t)->autograd_meta;

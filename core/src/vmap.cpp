@@ -14,12 +14,7 @@
 namespace opconform {
 namespace {
 
-// Tensor keeps its TensorImpl private and has no accessor for the extension fields. Tensor is a
-// standard-layout class whose only member is that pointer, so a pointer to a Tensor is
-// pointer-interconvertible with a pointer to the member: reading it this way is well defined.
-static_assert(std::is_standard_layout_v<Tensor> && sizeof(Tensor) == sizeof(detail::TensorImpl*),
-              "vmap.cpp reads Tensor's TensorImpl pointer directly");
-const detail::TensorImpl* impl_of(const Tensor& t) { return *reinterpret_cast<detail::TensorImpl* const*>(&t); }
+const detail::TensorImpl* impl_of(const Tensor& t) { return t.unsafe_impl(); }
 
 // ---- levels (Note [vmap levels]) ----
 

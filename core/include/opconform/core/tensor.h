@@ -151,6 +151,10 @@ class Tensor {
   std::vector<SymInt> sym_strides() const;
   bool has_symbolic_sizes() const { return impl().sym_shape != nullptr; }
 
+  // The shared state behind the handle, for the subsystems that own one of its extension
+  // fields (autograd_meta, sym_shape, batched); null for an undefined tensor.
+  detail::TensorImpl* unsafe_impl() const { return impl_; }
+
   // ---- identity ----
   // Same TensorImpl (the "is the same tensor object" test of the alias checks).
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
