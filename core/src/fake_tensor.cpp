@@ -51,29 +51,19 @@ Tensor build_fake(std::shared_ptr<Storage> storage, IntArrayRef sizes, IntArrayR
                   DType dtype, Device device, std::shared_ptr<const SymShape> sym_shape) {
   OPCONFORM_CHECK(sizes.size() == strides.size(), ErrorCode::kInvalidArgument, "fake tensor: ", sizes.size(),
                   " sizes but ", strides.size(), " strides");
-  bool empty = false;
-  int64_t span = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    OPCONFORM_CHECK(sizes[i] >= 0, ErrorCode::kInvalidArgument, "fake tensor: negative size ", sizes[i], " in ",
+  for (int64_t size : sizes) {
+    OPCONFORM_CHECK(size >= 0, ErrorCode::kInvalidArgument, "fake tensor: negative size ", size, " in ",
                     shape_str(sizes));
-    empty = empty || sizes[i] == 0;
-    span += (sizes[i] - 1) * strides[i];
   }
-  if (!storage) {
-    // No memory: nbytes records the size a real storage would have (as make_metadata_tensor).
-    size_t nbytes = empty ? 0 : static_cast<size_t>(span + 1 + offset) * itemsize(dtype);
-    storage = Storage::wrap(nullptr, nbytes, device, nullptr);
-  }
-  auto impl = std::make_unique<detail::TensorImpl>();
-  impl->storage = std::move(storage);
-  impl->sizes.assign(sizes.begin(), sizes.end());
-  impl->strides.assign(strides.begin(), strides.end());
-  impl->storage_offset = offset;
-  impl->dtype = dtype;
+  // A new data-less storage (make_metadata_tensor), or a view of a fake storage that aliasing
+  // shares (make_tensor), then the fake parts.
+  Tensor t = storage ? make_tensor(std::move(storage), sizes, strides, offset, dtype)
+                     : make_metadata_tensor(sizes, strides, dtype, device, {}, offset);
+  detail::TensorImpl* impl = t.unsafe_impl();
   impl->device = device;
   impl->key_set = DispatchKeySet({backend_key(device.type), autograd_key(device.type), DispatchKey::Fake});
   impl->sym_shape = std::move(sym_shape);
-  return Tensor::adopt(std::move(impl));
+  return t;
 }
 
 // Applies fn to every tensor an argument or return value holds (lists included).

@@ -14,24 +14,12 @@
 #include "opconform/core/device.h"
 #include "opconform/core/dispatch_key.h"
 #include "opconform/core/error.h"
+#include "support/error_of.h"
 
 namespace opconform {
 namespace {
 
-// The Error a callable throws; a failed expectation when it throws nothing or something else.
-template <typename F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a non-opconform exception: " << e.what();
-    return Error(ErrorCode::kInternal, "wrong exception");
-  }
-  ADD_FAILURE() << "did not throw";
-  return Error(ErrorCode::kInternal, "no exception");
-}
+using testing::error_of;
 
 // ---------------------------------------------------------------- Device
 

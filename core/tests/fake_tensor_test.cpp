@@ -7,6 +7,7 @@
 
 #include "opconform/core.h"
 #include "opconform/core/fake_tensor.h"
+#include "support/error_of.h"
 
 namespace opconform {
 namespace {
@@ -15,16 +16,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using V = std::vector<int64_t>;
 
-template <typename F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an opconform::Error";
-  return Error(ErrorCode::kInternal, "no error");
-}
+using testing::error_of;
 
 V vec(IntArrayRef r) { return V(r.begin(), r.end()); }
 

@@ -3,21 +3,18 @@
 #include <gtest/gtest.h>
 
 #include "opconform/core/infer_schema.h"
+#include "support/error_of.h"
 
 namespace opconform {
 namespace {
 
 using ::testing::HasSubstr;
 
+// The message of the schema-mismatch Error a call throws.
 std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kSchemaMismatch);
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an error";
-  return "";
+  Error e = testing::error_of(f);
+  EXPECT_EQ(e.code(), ErrorCode::kSchemaMismatch);
+  return e.what();
 }
 
 Tensor foo_impl(const Tensor& x) { return x; }

@@ -7,6 +7,7 @@
 
 #include "opconform/core/shape_env.h"
 #include "opconform/core/symint.h"
+#include "support/error_of.h"
 
 namespace opconform {
 namespace {
@@ -14,16 +15,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-template <typename F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an opconform::Error";
-  return Error(ErrorCode::kInternal, "no error");
-}
+using testing::error_of;
 
 int64_t py_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b;

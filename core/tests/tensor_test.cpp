@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "opconform/core/error.h"
+#include "support/error_of.h"
 
 namespace opconform {
 namespace {
@@ -26,19 +27,7 @@ using V = std::vector<int64_t>;
 
 V vec(IntArrayRef r) { return V(r.begin(), r.end()); }
 
-template <typename F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a non-opconform exception: " << e.what();
-    return Error(ErrorCode::kInternal, "wrong exception");
-  }
-  ADD_FAILURE() << "did not throw";
-  return Error(ErrorCode::kInternal, "no exception");
-}
+using testing::error_of;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -154,6 +154,7 @@ TEST_F(Tour, WeightedSumOverATensorList) {
         return acc;
       },
       opts(), {"tensors", "weights"});
+  EXPECT_EQ(weighted_sum.schema().to_string(), "mylib::weighted_sum(Tensor[] tensors, float[] weights) -> Tensor");
   Tensor x = randn({3}), y = randn({3}, 7);
   Tensor expected = zip(x, y, [](double a, double b) { return 0.3 * a + 0.7 * b; });
   EXPECT_TRUE(allclose(weighted_sum({x, y}, {0.3, 0.7}), expected));
