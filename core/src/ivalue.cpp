@@ -23,6 +23,7 @@ void IValue::destroy_slow() noexcept {
     case Tag::TensorList: p_.tensor_list.~vector(); break;
     case Tag::OptionalTensorList: p_.optional_tensor_list.~vector(); break;
     case Tag::GenericList: p_.generic_list.~GenericList(); break;
+    case Tag::SymInt: p_.symint.~SymInt(); break;
     default: break;
   }
   tag_ = Tag::None;
@@ -40,6 +41,7 @@ void IValue::copy_from(const IValue& o) {
       new (&p_.optional_tensor_list) std::vector<std::optional<Tensor>>(o.p_.optional_tensor_list);
       break;
     case Tag::GenericList: new (&p_.generic_list) GenericList(o.p_.generic_list); break;
+    case Tag::SymInt: new (&p_.symint) SymInt(o.p_.symint); break;
     default: p_.raw = o.p_.raw; break;
   }
 }
@@ -56,6 +58,7 @@ void IValue::move_from(IValue&& o) noexcept {
       new (&p_.optional_tensor_list) std::vector<std::optional<Tensor>>(std::move(o.p_.optional_tensor_list));
       break;
     case Tag::GenericList: new (&p_.generic_list) GenericList(std::move(o.p_.generic_list)); break;
+    case Tag::SymInt: new (&p_.symint) SymInt(std::move(o.p_.symint)); break;
     default: p_.raw = o.p_.raw; break;
   }
 }
@@ -79,6 +82,7 @@ std::string_view IValue::type_name() const {
     case Tag::TensorList: return "Tensor[]";
     case Tag::OptionalTensorList: return "Tensor?[]";
     case Tag::GenericList: return "list";
+    case Tag::SymInt: return "SymInt";
   }
   return "?";
 }
@@ -190,6 +194,7 @@ std::string IValue::repr() const {
            [&](const std::optional<Tensor>& t) { out << (t ? IValue(*t).repr() : "None"); });
       break;
     case Tag::GenericList: list(to_generic_list(), [&](const IValue& v) { out << v.repr(); }); break;
+    case Tag::SymInt: out << p_.symint.to_string(); break;
   }
   return out.str();
 }

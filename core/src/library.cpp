@@ -104,4 +104,18 @@ Library& Library::fallback_kernel(KernelFunction kernel, std::optional<DispatchK
   return *this;
 }
 
+RegistrationHandle define(std::string_view qualname, std::string_view schema, std::vector<Tag> tags, Registry& registry,
+                          SourceLocation loc) {
+  auto sep = qualname.find("::");
+  OPCONFORM_CHECK(sep != std::string_view::npos && sep > 0, ErrorCode::kRegistration, "define: '", qualname,
+                  "' must be qualified as 'namespace::name'");
+  std::string text(schema);
+  if (!text.empty() && text.front() == '(') text = std::string(qualname) + text;
+  FunctionSchema parsed = parse_schema(text);
+  if (parsed.ns.empty()) parsed.ns = std::string(qualname.substr(0, sep));
+  OPCONFORM_CHECK(parsed.full_name() == qualname || parsed.qualified_name() == qualname, ErrorCode::kRegistration,
+                  "define: the schema names '", parsed.full_name(), "', not '", qualname, "'");
+  return registry.define(std::move(parsed), std::move(tags), RegistrationSource::here(loc));
+}
+
 }  // namespace opconform

@@ -191,26 +191,6 @@ TEST_F(CustomOpTest, AutogradFormulaAndMissingFormula) {
   EXPECT_TRUE(allclose(g.at(0), testing::map(x.detach(), [](double v) { return std::cos(v); })));
 }
 
-TEST_F(CustomOpTest, AutogradWithKeywordOnlyArguments) {
-  auto numpy_mul = custom_op("mylib::numpy_mul", [](const Tensor& x, double val) {
-    return testing::map(x, [val](double v) { return v * val; });
-  }, opts(), {"x", "*", "val"});
-  EXPECT_EQ(numpy_mul.schema().to_string(), "mylib::numpy_mul(Tensor x, *, float val) -> Tensor");
-  numpy_mul.register_autograd(
-      [](autograd::AutogradContext& ctx, const std::vector<Tensor>& grads) {
-        double val = ctx.get("val").to_double();
-        return std::vector<Tensor>{testing::map(grads[0], [val](double g) { return g * val; }), Tensor()};
-      },
-      KeywordSetupContextFn([](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& keyword_only, const Stack&) {
-        EXPECT_EQ(inputs.size(), 1u);
-        ctx.set("val", keyword_only.at(0));
-      }));
-  Tensor x = vec({1, 2, 3});
-  x.set_requires_grad(true);
-  auto g = autograd::grad({numpy_mul(x, 3.14)}, {x}, {ones({3})});
-  EXPECT_TRUE(allclose(g.at(0), full({3}, 3.14)));
-}
-
 TEST_F(CustomOpTest, FreeFunctionsActOnTheCustomOp) {
   auto f = custom_op("mylib::h", [](const Tensor& x) { return full(x.sizes(), 1.0); }, opts(), {"x"});
   register_kernel("mylib::h", {DeviceType::CPU}, [](const Tensor& x) { return full(x.sizes(), 5.0); }, registry);

@@ -305,6 +305,56 @@ TEST_F(Tour, GetKernelWithConditionalSin) {
   EXPECT_TRUE(allclose(sin.call(from_vector<float>({-1, 2}, {2})), from_vector<float>({-0.8415f, 0.9093f}, {2}), 1e-4));
 }
 
+// register_autograd's examples: numpy_sin, and numpy_mul with a keyword-only argument.
+TEST_F(Tour, RegisterAutograd) {
+  auto numpy_sin = custom_op("mylib::numpy_sin", [](const Tensor& x) { return map(x, sin_); }, opts(), {"x"});
+  register_autograd(
+      "mylib::numpy_sin",
+      [](autograd::AutogradContext& ctx, const std::vector<Tensor>& grad) {
+        Tensor x = ctx.saved_tensors().at(0);
+        return std::vector<Tensor>{zip(grad[0], x, [](double g, double v) { return g * std::cos(v); })};
+      },
+      [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) { ctx.save_for_backward({inputs[0].to_tensor()}); },
+      registry);
+  Tensor x = randn({3});
+  x.set_requires_grad(true);
+  Tensor y = numpy_sin(x);
+  auto grad_x = autograd::grad({y}, {x}, {ones({3})});
+  EXPECT_TRUE(allclose(grad_x[0], map(x.detach(), [](double v) { return std::cos(v); })));
+
+  auto numpy_mul = custom_op("mylib::numpy_mul", [](const Tensor& t, double val) { return map(t, [val](double v) { return v * val; }); },
+                             opts(), {"x", "*", "val"});
+  numpy_mul.register_autograd(
+      [](autograd::AutogradContext& ctx, const std::vector<Tensor>& grad) {
+        double val = ctx.get("val").to_double();
+        return std::vector<Tensor>{map(grad[0], [val](double g) { return g * val; }), Tensor()};
+      },
+      KeywordSetupContextFn([](autograd::AutogradContext& ctx, const Stack&, const Stack& keyword_only_inputs, const Stack&) {
+        ctx.set("val", keyword_only_inputs.at(0));
+      }));
+  Tensor x2 = randn({3});
+  x2.set_requires_grad(true);
+  auto g = autograd::grad({numpy_mul(x2, 3.14)}, {x2}, {ones({3})});
+  EXPECT_TRUE(allclose(g[0], full({3}, 3.14)));
+}
+
+// torch.library.define and torch.library.impl, with and without a decorator.
+TEST_F(Tour, DefineAndImpl) {
+  auto def = define("mylib::sin", "(Tensor x) -> Tensor", {}, registry);
+  auto cpu = impl("mylib::sin", DispatchKey::CPU, [](const Tensor& x) { return map(x, sin_); }, registry);
+  Tensor x = randn({3});
+  EXPECT_TRUE(allclose(registry.get("mylib::sin").typed<Tensor(const Tensor&)>().call(x), map(x, sin_)));
+
+  auto custom_decorator = [](auto func) {
+    return [func](const Tensor& t) { return map(func(t), [](double v) { return v + 1; }); };
+  };
+  auto def2 = define("mylib::sin_plus_one", "(Tensor x) -> Tensor", {}, registry);
+  auto cpu2 = impl("mylib::sin_plus_one", DispatchKey::CPU,
+                   custom_decorator([](const Tensor& t) { return map(t, sin_); }), registry);
+  Tensor y1 = registry.get("mylib::sin_plus_one").typed<Tensor(const Tensor&)>().call(x);
+  EXPECT_TRUE(allclose(y1, map(x, [](double v) { return std::sin(v) + 1; })));
+}
+
 TEST_F(Tour, LibraryDefineImplFallback) {
   Library my_lib("mylib", LibraryKind::DEF, std::nullopt, registry);
   EXPECT_EQ(my_lib.define("sum(Tensor self) -> Tensor"), "mylib::sum");

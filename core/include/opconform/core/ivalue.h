@@ -39,6 +39,7 @@ class IValue {
   enum class Tag : uint8_t {
     None, Int, Double, Bool, Complex, DType, Device, Layout, MemoryFormat,
     Tensor, String, IntList, DoubleList, BoolList, TensorList, OptionalTensorList, GenericList,
+    SymInt,  // a symbolic integer (a concrete one is stored as Int)
   };
 
   IValue() noexcept {}  // None
@@ -64,6 +65,16 @@ class IValue {
   }
   IValue(GenericList l) : tag_(Tag::GenericList) { new (&p_.generic_list) GenericList(std::move(l)); }
   IValue(const Scalar& s);  // stored as Bool, Int, Double or Complex
+  // A concrete SymInt is stored as Int, a symbolic one as SymInt.
+  IValue(const opconform::SymInt& s) {
+    if (auto v = s.maybe_as_int()) {
+      tag_ = Tag::Int;
+      p_.i = *v;
+    } else {
+      tag_ = Tag::SymInt;
+      new (&p_.symint) opconform::SymInt(s);
+    }
+  }
   template <typename T>
   IValue(std::optional<T> o) {
     if (o) *this = IValue(std::move(*o));
@@ -168,6 +179,7 @@ class IValue {
     std::vector<Tensor> tensor_list;
     std::vector<std::optional<Tensor>> optional_tensor_list;
     GenericList generic_list;
+    opconform::SymInt symint;
     Payload() noexcept : raw{0, 0} {}
     ~Payload() {}
   } p_;
@@ -194,6 +206,7 @@ const T* IValue::get_if() const {
   else OPCONFORM_IVALUE_GET(std::vector<Tensor>, TensorList, tensor_list)
   else OPCONFORM_IVALUE_GET(std::vector<std::optional<Tensor>>, OptionalTensorList, optional_tensor_list)
   else OPCONFORM_IVALUE_GET(GenericList, GenericList, generic_list)
+  else OPCONFORM_IVALUE_GET(opconform::SymInt, SymInt, symint)
   else return nullptr;
 #undef OPCONFORM_IVALUE_GET
 }
@@ -217,8 +230,24 @@ struct IValueConverter {
 template <> struct IValueConverter<Tensor> { static Tensor from(const IValue& v) { return v.to_tensor(); } };
 template <> struct IValueConverter<double> { static double from(const IValue& v) { return v.to_double(); } };
 template <> struct IValueConverter<bool> { static bool from(const IValue& v) { return v.to_bool(); } };
-// Symbolic integers are boxed as plain ints until symbolic shapes land (symint.h).
-template <> struct IValueConverter<SymInt> { static SymInt from(const IValue& v) { return SymInt(v.to_int()); } };
+// SymInt arguments accept ints (concrete) and symbolic values; SymInt[] accepts int[] too.
+template <> struct IValueConverter<SymInt> {
+  static SymInt from(const IValue& v) {
+    if (const SymInt* s = v.get_if<SymInt>()) return *s;
+    return SymInt(v.to_int());
+  }
+};
+template <> struct IValueConverter<std::vector<SymInt>> {
+  static std::vector<SymInt> from(const IValue& v) {
+    std::vector<SymInt> out;
+    if (const auto* ints = v.get_if<std::vector<int64_t>>()) {
+      for (int64_t i : *ints) out.emplace_back(i);
+      return out;
+    }
+    for (const auto& e : v.to_generic_list()) out.push_back(IValueConverter<SymInt>::from(e));
+    return out;
+  }
+};
 template <> struct IValueConverter<Scalar> { static Scalar from(const IValue& v) { return v.to_scalar(); } };
 template <> struct IValueConverter<std::string> {
   static std::string from(const IValue& v) { return v.to_string_ref(); }
@@ -259,10 +288,17 @@ IValue to_ivalue(T&& value) {
   using D = std::decay_t<T>;
   if constexpr (std::is_integral_v<D> && !std::is_same_v<D, bool>) return IValue(static_cast<int64_t>(value));
   else if constexpr (std::is_same_v<D, float>) return IValue(static_cast<double>(value));
-  else if constexpr (std::is_same_v<D, SymInt>) return IValue(value.expect_int());
   else if constexpr (std::is_same_v<D, std::vector<SymInt>>) {
+    // int[] when every size is concrete, else a list of ints and symbolic values.
     std::vector<int64_t> ints;
-    for (const auto& s : value) ints.push_back(s.expect_int());
+    for (const auto& s : value) {
+      if (auto v = s.maybe_as_int()) {
+        ints.push_back(*v);
+      } else {
+        std::vector<IValue> elements(value.begin(), value.end());
+        return IValue::list(std::move(elements));
+      }
+    }
     return IValue(std::move(ints));
   }
   else return IValue(std::forward<T>(value));

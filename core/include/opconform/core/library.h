@@ -99,4 +99,16 @@ class Library {
   std::vector<RegistrationHandle> registrations_;
 };
 
+// torch.library.define / torch.library.impl: define or implement one operator without keeping a
+// Library; the returned handle undoes the registration when it dies.
+//   auto def = define("mylib::sin", "(Tensor x) -> Tensor");
+//   auto cpu = impl("mylib::sin", DispatchKey::CPU, [](const Tensor& x) { ... });
+RegistrationHandle define(std::string_view qualname, std::string_view schema, std::vector<Tag> tags = {},
+                          Registry& registry = Registry::global(), SourceLocation loc = SourceLocation::current());
+template <typename F>
+RegistrationHandle impl(std::string_view qualname, DispatchKey key, F&& fn, Registry& registry = Registry::global(),
+                        SourceLocation loc = SourceLocation::current()) {
+  return registry.impl(qualname, key, Library::make_kernel(std::forward<F>(fn), false), RegistrationSource::here(loc));
+}
+
 }  // namespace opconform
