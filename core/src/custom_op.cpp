@@ -179,9 +179,10 @@ void AliasContract::check(const TensorRefs& inputs, const TensorRefs& outputs) c
 
 CustomOpState::CustomOpState(std::string op_name, Registry& reg, FunctionSchema s, std::vector<Tag> t)
     : name(std::move(op_name)), registry(&reg), schema(std::move(s)), tags(std::move(t)),
-      kernels(std::make_shared<CustomOpKernels>()), library(schema.ns, LibraryKind::FRAGMENT, std::nullopt, reg) {
+      kernels(std::make_shared<CustomOpKernels>()),
+      contract(std::make_shared<const AliasContract>(AliasContract::from_schema(name, schema))),
+      library(schema.ns, LibraryKind::FRAGMENT, std::nullopt, reg) {
   for (auto& e : kernels->enabled) e.store(true);
-  kernels->contract = AliasContract::from_schema(name, schema);
 }
 
 std::vector<std::string> argument_names_of(const std::string& schema_text) {

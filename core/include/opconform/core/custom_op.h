@@ -144,9 +144,10 @@ namespace detail {
 
 // What the registered kernels need at call time. Kept apart from CustomOpState, which owns the
 // registrations: kernels holding the state itself would keep it alive for ever (a cycle).
+// (The aliasing check captures only the contract: the original function lives in here, so
+// capturing this struct would be a cycle too.)
 struct CustomOpKernels {
   KernelFunction original;  // the function custom_op was given (with the aliasing check)
-  AliasContract contract;
   std::array<std::atomic<bool>, kNumDeviceTypes> enabled{};  // set_kernel_enabled, per device type
 };
 
@@ -161,6 +162,7 @@ struct CustomOpState {
   FunctionSchema schema;
   std::vector<Tag> tags;
   std::shared_ptr<CustomOpKernels> kernels;
+  std::shared_ptr<const AliasContract> contract;
   Library library;
   std::optional<std::string> fake_source;  // where register_fake was called; none: no user fake kernel
   bool has_autograd = false;
@@ -216,7 +218,7 @@ auto CustomOpDef::with_alias_check(F fn) const {
   using traits = detail::function_traits<std::remove_pointer_t<std::decay_t<F>>>;
   return [&]<typename... A>(std::tuple<A...>*) {
     using Ret = typename traits::ret;
-    return [fn = std::move(fn), kernels = state_->kernels](A... args) -> Ret {
+    return [fn = std::move(fn), contract = state_->contract](A... args) -> Ret {
       if constexpr (std::is_void_v<Ret>) {
         fn(std::forward<A>(args)...);
       } else {
@@ -225,7 +227,7 @@ auto CustomOpDef::with_alias_check(F fn) const {
         size_t i = 0;
         (inputs.add_value(i++, args), ...);
         detail::gather_outputs(outputs, result);
-        kernels->contract.check(inputs, outputs);
+        contract->check(inputs, outputs);
         return result;
       }
     };
