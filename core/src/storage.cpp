@@ -85,12 +85,11 @@ void set_allocator(DeviceType type, Allocator* allocator) {
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   Allocator& allocator = allocator_for(device.type);
   void* data = allocator.allocate(nbytes, device);
-  auto release = [&allocator, data, device] { allocator.deallocate(data, device); };
   std::shared_ptr<Storage> s(new Storage());
   s->data_ = data;
   s->nbytes_ = nbytes;
   s->device_ = device;
-  s->release_ = release;
+  s->allocator_ = &allocator;
   return s;
 }
 
@@ -106,6 +105,7 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device,
 }
 
 Storage::~Storage() {
+  if (allocator_) allocator_->deallocate(data_, device_);
   if (release_) release_();
 }
 

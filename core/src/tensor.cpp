@@ -1,6 +1,7 @@
 #include "opconform/core/tensor.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -259,19 +260,30 @@ bool Tensor::is_non_overlapping_and_dense() const {
   if (numel() == 0) return true;  // as is_contiguous (PyTorch)
   const auto& sz = impl().sizes;
   const auto& st = impl().strides;
-  std::vector<int64_t> perm(sz.size());
-  std::iota(perm.begin(), perm.end(), 0);
-  // Sort by stride, sizes < 2 last (they constrain nothing).
-  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
-    if (sz[a] < 2) return false;
-    if (sz[b] < 2) return true;
-    return st[a] < st[b];
-  });
+  // Dimensions of size >= 2 ordered by stride (insertion sort: ranks are small, no allocation);
+  // each stride must be the product of the sizes before it.
+  constexpr size_t kInline = 16;
+  std::array<int64_t, kInline> inline_dims;
+  std::vector<int64_t> heap_dims;
+  int64_t* dims = inline_dims.data();
+  if (sz.size() > kInline) {
+    heap_dims.resize(sz.size());
+    dims = heap_dims.data();
+  }
+  size_t n = 0;
+  for (size_t d = 0; d < sz.size(); ++d) {
+    if (sz[d] < 2) continue;
+    size_t i = n++;
+    while (i > 0 && st[dims[i - 1]] > st[d]) {
+      dims[i] = dims[i - 1];
+      --i;
+    }
+    dims[i] = static_cast<int64_t>(d);
+  }
   int64_t required = 1;
-  for (int64_t d : perm) {
-    if (sz[d] < 2) return true;
-    if (st[d] != required) return false;
-    required *= sz[d];
+  for (size_t i = 0; i < n; ++i) {
+    if (st[dims[i]] != required) return false;
+    required *= sz[dims[i]];
   }
   return true;
 }
@@ -593,7 +605,9 @@ Tensor Tensor::clone() const {
 
 const Tensor& Tensor::copy_(const Tensor& src) const {
   OPCONFORM_CHECK(src.defined(), ErrorCode::kInvalidArgument, "copy_: the source tensor is undefined");
-  Tensor s = src.expand(sizes());  // throws when src does not broadcast to self
+  // Broadcast src to self's shape (a view; throws when it does not broadcast).
+  const bool same_shape = std::equal(src.sizes().begin(), src.sizes().end(), sizes().begin(), sizes().end());
+  Tensor s = same_shape ? src : src.expand(sizes());
   if (is_meta_data()) {  // meta and fake tensors: metadata only, nothing to copy
     bump_version();
     return *this;

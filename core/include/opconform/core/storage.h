@@ -64,7 +64,8 @@ class Storage {
   size_t nbytes_ = 0;
   Device device_;
   bool read_only_ = false;
-  std::function<void()> release_;
+  Allocator* allocator_ = nullptr;  // owned memory: given back to its allocator
+  std::function<void()> release_;   // wrapped memory: the owner's release callback
   std::atomic<uint64_t> version_{0};
 };
 

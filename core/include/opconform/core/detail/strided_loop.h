@@ -22,7 +22,10 @@ void strided_loop(std::span<const int64_t> sizes, const std::array<std::span<con
     f(offsets);
     return;
   }
-  std::vector<int64_t> counter(ndim, 0);
+  // The index of the current element, outer dimensions only (inline for the usual ranks).
+  std::array<int64_t, 16> inline_counter{};
+  std::vector<int64_t> heap_counter(ndim > 16 ? ndim : 0, 0);
+  int64_t* counter = ndim > 16 ? heap_counter.data() : inline_counter.data();
   const size_t inner = ndim - 1;
   const int64_t inner_size = sizes[inner];
   while (true) {
