@@ -144,7 +144,12 @@ class OperatorHandle {
     const auto& local = local_dispatch_key_set();
     DispatchKeySet keys = ((detail::keys_of_stack(stack, entry_->num_arguments) |
                             DispatchKeySet(DispatchKey::BackendSelect)) | local.included) - local.excluded - entry_->skip;
-    entry_->table[static_cast<size_t>(keys.highest())].call_boxed(*this, keys, stack);
+    try {
+      entry_->table[static_cast<size_t>(keys.highest())].call_boxed(*this, keys, stack);
+    } catch (Error& e) {
+      add_call_context(e);
+      throw;
+    }
   }
   // Calls the kernel of the highest key in `keys` (already computed by the caller).
   void redispatch_boxed(DispatchKeySet keys, Stack& stack) const;
@@ -172,7 +177,12 @@ class OperatorHandle {
     const auto& local = local_dispatch_key_set();
     DispatchKeySet keys = ((detail::keys_of(args) | ... | DispatchKeySet(DispatchKey::BackendSelect)) |
                            local.included) - local.excluded - entry_->skip;
-    return redispatch_unboxed<Ret, Args...>(keys, args...);
+    try {
+      return redispatch_unboxed<Ret, Args...>(keys, args...);
+    } catch (Error& e) {
+      add_call_context(e);
+      throw;
+    }
   }
   template <typename Ret, typename... Args>
   Ret redispatch_unboxed(DispatchKeySet keys, detail::canonical_arg_t<Args>... args) const {
@@ -182,6 +192,8 @@ class OperatorHandle {
 
  private:
   [[noreturn]] void reject_boxed_call(const Stack& stack) const;
+  // Adds "while calling 'ns::op'" to an error passing out of a call (once per operator).
+  void add_call_context(Error& e) const;
   detail::OperatorEntry* entry_;
 };
 

@@ -1,0 +1,41 @@
+// Check: the one shape every conformance check has (STYLE.md: benchdnn gives every driver the
+// same file roles; here, one small interface). A check gets the operator, one sample and the
+// options, and returns a CheckResult. It never throws for a finding; an opconform::Error thrown
+// by the operator where none was expected is a finding too (failed, with the message).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "opconform/conformance/outcome.h"
+#include "opconform/conformance/sample.h"
+#include "opconform/conformance/tolerance.h"
+#include "opconform/core/registry.h"
+
+namespace opconform::conformance {
+
+struct CheckContext {
+  OperatorHandle op;
+  const Sample& sample;
+  const ToleranceSpec& tolerance;  // the options' atol/rtol, or the dtype defaults
+  Registry& registry;              // the registry the op lives in
+};
+
+class Check {
+ public:
+  virtual ~Check() = default;
+  virtual std::string_view name() const = 0;
+  virtual CheckResult run(const CheckContext& ctx) const = 0;
+};
+
+// The checks by name ("test_schema", "test_autograd_registration", "test_faketensor",
+// "gradcheck", "gradgradcheck", "stride_invariance", ...). Throws for an unknown name, listing
+// the known ones.
+const Check& check_named(std::string_view name);
+std::vector<std::string> check_names();
+// Adds a check (test_aot_dispatch_dynamic plugs in this way); the object lives for the process.
+void register_check(std::unique_ptr<Check> check);
+
+}  // namespace opconform::conformance

@@ -1,0 +1,126 @@
+// Input constraints: what inputs an operator accepts beyond its schema, declared beside the op
+// (CHECKS.md, "Samples"). The schema says `Tensor self, int dim`; the constraints say "dim is a
+// valid dimension of self", "other broadcasts with self", "values are positive". Sample
+// generation (generate.h) reads them to build valid samples; the error_inputs check can use the
+// validator to know which inputs must be rejected.
+//
+//   ArgConstraint x;
+//   x.values.positive = true;
+//   declare_constraints("mylib::my_log", InputConstraints()
+//       .arg("x", x)
+//       .relate(broadcastable("x", "y"))
+//       .relate(dim_in_range("dim", "x")));
+//
+// Constraints are plain data (names refer to schema argument names) plus a validator. The table
+// of declared constraints is process-wide and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "opconform/core/dtype.h"
+#include "opconform/core/ivalue.h"
+#include "opconform/core/schema.h"
+
+namespace opconform::conformance {
+
+// The values of a tensor's elements, or of an int/float/Scalar argument (every element of a list).
+// NaN is governed by allow_nan alone (a range or `positive` does not exclude it), so that an op
+// declared on positive inputs is still tried on NaN unless it says otherwise.
+struct ValueConstraint {
+  std::optional<double> min;  // inclusive
+  std::optional<double> max;  // inclusive
+  bool positive = false;      // > 0 (strict); with min, both apply
+  bool allow_nan = true;      // NaN is generated (when special values are) and accepted
+  bool allow_inf = true;      // ±inf likewise (only the ones inside [min, max])
+
+  // Whether v satisfies the constraint.
+  bool admits(double v) const;
+};
+
+// Constraints on one argument.
+struct ArgConstraint {
+  std::vector<DType> dtypes;      // tensors: the accepted dtypes; empty: any (the spec decides)
+  ValueConstraint values;         // elements (tensors) or values (numbers, lists of numbers)
+  int min_rank = 0;               // tensors: dimensions allowed
+  std::optional<int> max_rank;    // nullopt: GenerateSpec::max_rank
+  bool allow_none = true;         // optional arguments: None may be generated
+};
+
+enum class RelationKind {
+  same_shape,                // tensors a and b have equal sizes
+  broadcastable,             // tensors a and b broadcast together
+  same_dtype,                // tensors a and b have one dtype
+  dim_in_range,              // int (or each of int[]) a is a dimension of tensor b: -rank(b) <= a < max(rank(b), 1)
+  size_positive,             // a has no zero: tensor sizes, int, or every int of int[] (b unused)
+  list_length_equals_rank,   // int[] a has rank(b) elements
+  elements_same_shape,       // every tensor of Tensor[] a has one shape (b unused)
+};
+
+std::string_view to_string(RelationKind kind);
+
+struct Relation {
+  RelationKind kind;
+  std::string a;
+  std::string b;  // empty for the one-argument relations
+};
+
+inline Relation same_shape(std::string a, std::string b) { return {RelationKind::same_shape, std::move(a), std::move(b)}; }
+inline Relation broadcastable(std::string a, std::string b) {
+  return {RelationKind::broadcastable, std::move(a), std::move(b)};
+}
+inline Relation same_dtype(std::string a, std::string b) { return {RelationKind::same_dtype, std::move(a), std::move(b)}; }
+inline Relation dim_in_range(std::string dim_arg, std::string tensor_arg) {
+  return {RelationKind::dim_in_range, std::move(dim_arg), std::move(tensor_arg)};
+}
+inline Relation size_positive(std::string arg) { return {RelationKind::size_positive, std::move(arg), {}}; }
+inline Relation list_length_equals_rank(std::string list_arg, std::string tensor_arg) {
+  return {RelationKind::list_length_equals_rank, std::move(list_arg), std::move(tensor_arg)};
+}
+inline Relation elements_same_shape(std::string list_arg) {
+  return {RelationKind::elements_same_shape, std::move(list_arg), {}};
+}
+
+struct InputConstraints {
+  std::map<std::string, ArgConstraint, std::less<>> args;  // by argument name
+  std::vector<Relation> relations;
+
+  InputConstraints& arg(std::string name, ArgConstraint c) {
+    args[std::move(name)] = std::move(c);
+    return *this;
+  }
+  InputConstraints& relate(Relation r) {
+    relations.push_back(std::move(r));
+    return *this;
+  }
+
+  // The constraint of one argument (a default one when none is declared).
+  const ArgConstraint& for_arg(std::string_view name) const;
+  // The relations naming `name` as a or b.
+  std::vector<Relation> relations_of(std::string_view name) const;
+  bool has(RelationKind kind, std::string_view a) const;
+};
+
+// Throws Error(kInvalidArgument) when the constraints do not fit the schema: an unknown argument
+// name, or a relation on arguments of the wrong types (dim_in_range on a float, ...).
+void validate_constraints(const FunctionSchema& schema, const InputConstraints& constraints);
+
+// The constraints the arguments (schema order) violate, one sentence each; empty when valid.
+// None values (optional arguments) satisfy every constraint.
+std::vector<std::string> constraint_violations(const FunctionSchema& schema, const InputConstraints& constraints,
+                                               const Stack& args);
+
+// ---- the table of declared constraints (by operator name, "ns::op" or "ns::op.overload") ----
+
+// Declares (or replaces) the constraints of an operator.
+void declare_constraints(std::string op_name, InputConstraints constraints);
+// The declared constraints: for "ns::op.overload" the overload's own, else those of "ns::op".
+std::optional<InputConstraints> declared_constraints(std::string_view op_name);
+// Removes a declaration (tests); true when there was one.
+bool undeclare_constraints(std::string_view op_name);
+
+}  // namespace opconform::conformance

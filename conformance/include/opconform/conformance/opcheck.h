@@ -1,0 +1,62 @@
+// opcheck: torch.library.opcheck in C++ — run checks on an operator over samples.
+//
+//   auto results = opcheck(op, {Sample({IValue(x), IValue(3.14)})});
+//   // results["test_schema"].outcome == Outcome::passed
+//
+// Options mirror PyTorch's: test_utils (which checks), raise_exception (throw OpcheckError with
+// every failure's message), atol/rtol (0 means 0). Each check runs on every sample; the result
+// per check is the worst over the samples (combine()).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opconform/conformance/check.h"
+#include "opconform/conformance/generate.h"
+#include "opconform/conformance/outcome.h"
+#include "opconform/conformance/sample.h"
+#include "opconform/core/registry.h"
+
+namespace opconform::conformance {
+
+// opcheck's default tests (PyTorch's four, less test_aot_dispatch_dynamic until graph capture
+// lands: it plugs in through register_check and joins this list then).
+std::vector<std::string> default_test_utils();
+
+struct OpcheckOptions {
+  std::vector<std::string> test_utils = default_test_utils();
+  bool raise_exception = false;
+  std::optional<double> atol;
+  std::optional<double> rtol;
+};
+
+using OpcheckResults = std::map<std::string, CheckResult>;
+
+class OpcheckError : public Error {
+ public:
+  OpcheckError(std::string message, OpcheckResults results)
+      : Error(ErrorCode::kSchemaMismatch, std::move(message)), results_(std::move(results)) {}
+  const OpcheckResults& results() const { return results_; }
+
+ private:
+  OpcheckResults results_;
+};
+
+OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samples, const OpcheckOptions& options = {},
+                       Registry& registry = Registry::global());
+
+// opcheck over generated samples (generate.h: from the schema and the op's declared input
+// constraints): each check searches for a failing sample; the first one found is shrunk and
+// reported with its minimal input and a line that replays it (OPCONFORM_SEED=...). A check that
+// was skipped on every sample is skipped, with the last reason.
+OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, const OpcheckOptions& options = {},
+                       Registry& registry = Registry::global());
+
+// True when every result passed or was skipped.
+bool all_ok(const OpcheckResults& results);
+// "test_schema: failed — ...\n..." one line per check.
+std::string summarize(const OpcheckResults& results);
+
+}  // namespace opconform::conformance

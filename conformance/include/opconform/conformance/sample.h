@@ -1,0 +1,41 @@
+// Sample: one set of arguments for an operator, in schema order (keyword-only ones included,
+// at their schema positions), with a short description for messages.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "opconform/core/ivalue.h"
+#include "opconform/core/schema.h"
+
+namespace opconform::conformance {
+
+struct Sample {
+  Stack args;
+  std::string description;  // "x: float32[2, 3] (transposed), alpha: 2" — filled by describe() when empty
+
+  Sample() = default;
+  Sample(Stack a, std::string d = "") : args(std::move(a)), description(std::move(d)) {}
+};
+
+// "x: float32[2, 3] strides [1, 2], alpha: 2" — argument names from the schema when given.
+std::string describe(const Stack& args, const std::vector<std::string>& names = {});
+
+// A deep copy: tensors are cloned (same strides where dense) and keep requires_grad; other
+// values are copied. Checks run on clones so the caller's sample is never touched.
+Stack clone_args(const Stack& args);
+
+// Helpers the checks share.
+// Every defined tensor a value holds (a Tensor; the elements of Tensor[], Tensor?[] and generic
+// lists), in order.
+std::vector<Tensor> tensors_in(const IValue& value);
+// The value with fn applied to every defined tensor it holds (the same structure; other values
+// as they are; generic lists copied deeply).
+IValue map_tensors(const IValue& value, const std::function<Tensor(const Tensor&)>& fn);
+// The schema's argument names, in order.
+std::vector<std::string> argument_names(const FunctionSchema& schema);
+// What messages call the sample: its description, else describe() with the schema's names.
+std::string description_of(const Sample& sample, const FunctionSchema& schema);
+
+}  // namespace opconform::conformance

@@ -1,0 +1,853 @@
+// Sample generation and the shrinking search (generate.h).
+//
+// Note [Plans, then tensors]: the RapidCheck generators produce plain data — a SamplePlan of
+// sizes, layouts, dtypes and values — and tensors are made from a plan only at the end. So
+// every evaluation makes new tensors (a property that writes its inputs cannot spoil the next
+// shrink step), the minimal failing sample can be rebuilt untouched, and all shrinking happens on
+// small integers whose simplest value (0) is the simplest input.
+//
+// Note [Shrinking order]: the sample is one gen::exec: one pick for the sample's dtype and
+// device, then one pick per argument (tensors first). RapidCheck shrinks picks left to right and
+// regenerates the picks after a changed one from the same random stream, so each argument is a
+// single pick whose parts (rank, sizes, layout, value mode, values) shrink independently inside
+// it (gen::tuple, gen::mapcat), and every choice lists its simplest option first.
+#include "opconform/conformance/generate.h"
+
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <cerrno>
+
+#include "opconform/core/error.h"
+#include "opconform/core/tensor.h"
+
+namespace opconform::conformance {
+namespace {
+
+using opconform::detail::concat;
+
+// RapidCheck's maximum size. Choices, ranks and sizes are generated at it, so that every run
+// covers every shape from its first samples (RapidCheck's size would make the first quarter of a
+// run 0-d); values still grow with the case's size.
+constexpr int kFullSize = 100;
+
+// An index with the given weights; shrinks toward 0, so the simplest option goes first.
+rc::Gen<int> choice(std::vector<int> weights) {
+  const int total = std::accumulate(weights.begin(), weights.end(), 0);
+  return rc::gen::map(rc::gen::resize(kFullSize, rc::gen::inRange(0, total)), [weights](int x) {
+    int i = 0;
+    while (x >= weights[i]) x -= weights[i++];
+    return i;
+  });
+}
+
+// An integer in [lo, hi] that shrinks toward the value of the range closest to 0.
+rc::Gen<int64_t> int_in(int64_t lo, int64_t hi) {
+  if (lo >= 0) return rc::gen::inRange<int64_t>(lo, hi + 1);
+  if (hi <= 0) return rc::gen::map(rc::gen::inRange<int64_t>(-hi, -lo + 1), [](int64_t m) { return -m; });
+  return rc::gen::map(rc::gen::tuple(choice({1, 1}), rc::gen::inRange<int64_t>(0, std::max(-lo, hi) + 1)),
+                      [lo, hi](const std::tuple<int, int64_t>& t) {
+                        int64_t v = std::get<0>(t) ? -std::get<1>(t) : std::get<1>(t);
+                        return std::clamp(v, lo, hi);
+                      });
+}
+
+// ---- values ----
+
+struct Limits {
+  double lowest, max, tiny, denorm;
+};
+Limits limits_of(DType dt) {
+  switch (dt) {
+    case DType::Float16: return {-65504.0, 65504.0, 6.103515625e-05, 5.9604644775390625e-08};
+    case DType::BFloat16: return {-3.3895313892515355e38, 3.3895313892515355e38, 1.1754943508222875e-38, 9.183549615799121e-41};
+    case DType::Float32: case DType::Complex64:
+      return {std::numeric_limits<float>::lowest(), std::numeric_limits<float>::max(),
+              std::numeric_limits<float>::min(), std::numeric_limits<float>::denorm_min()};
+    case DType::Float64: case DType::Complex128:
+      return {std::numeric_limits<double>::lowest(), std::numeric_limits<double>::max(),
+              std::numeric_limits<double>::min(), std::numeric_limits<double>::denorm_min()};
+    case DType::Bool: return {0, 1, 0, 0};
+    case DType::UInt8: return {0, 255, 0, 0};
+    case DType::Int8: return {-128, 127, 0, 0};
+    case DType::Int16: return {-32768, 32767, 0, 0};
+    case DType::Int32: return {-2147483648.0, 2147483647.0, 0, 0};
+    case DType::Int64: break;
+  }
+  // 2^63 saturates to int64's maximum when converted (convert_scalar's rule).
+  return {-9223372036854775808.0, 9223372036854775808.0, 0, 0};
+}
+
+bool is_float_like(DType dt) { return is_floating(dt) || is_complex(dt); }
+
+// The ordinary values of a dtype under a constraint: [lo, hi], lo exclusive for `positive`.
+struct Range {
+  double lo, hi;
+  bool lo_exclusive = false;
+  double anchor;  // the simplest value: 0 when allowed, else the bound closest to it
+};
+
+constexpr double kSpan = 10;  // ordinary values lie in [-10, 10] unless declared otherwise
+
+Range range_of(DType dt, const ValueConstraint& vc, double span = kSpan) {
+  Limits l = limits_of(dt);
+  double lo = vc.min.value_or(-span), hi = vc.max.value_or(span);
+  if (!vc.max && hi < lo) hi = lo + span;
+  if (!vc.min && lo > hi) lo = hi - span;
+  lo = std::max(lo, l.lowest);
+  hi = std::min(hi, l.max);
+  Range r{lo, hi, false, 0};
+  if (!is_float_like(dt)) {
+    r.lo = std::ceil(r.lo);
+    r.hi = std::floor(r.hi);
+    if (vc.positive) r.lo = std::max(r.lo, 1.0);
+  } else if (vc.positive && r.lo <= 0) {
+    r.lo = 0;
+    r.lo_exclusive = true;
+  }
+  if (r.lo > r.hi || (r.lo_exclusive && r.hi <= 0)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                concat("no ", name(dt), " value satisfies the declared value constraint"));
+  }
+  r.anchor = r.lo_exclusive ? std::min(1.0, r.hi) : std::clamp(0.0, r.lo, r.hi);
+  return r;
+}
+
+// An ordinary value: anchor ± a fraction of the way to a bound; shrinks to the anchor.
+rc::Gen<double> ordinary_value(DType dt, const Range& r) {
+  const bool integral = !is_float_like(dt);
+  return rc::gen::map(rc::gen::tuple(choice({1, 1}), rc::gen::inRange(0, 1001)),
+                      [r, integral](const std::tuple<int, int>& t) {
+                        double f = std::get<1>(t) / 1000.0;
+                        bool down = std::get<0>(t) == 1;
+                        if (r.lo_exclusive) f *= 0.999;  // never reach the excluded bound
+                        double v = down ? r.anchor - f * (r.anchor - r.lo) : r.anchor + f * (r.hi - r.anchor);
+                        return integral ? std::trunc(v) : v;  // toward the (integral) anchor
+                      });
+}
+
+// NaN, ±inf, extremes, the smallest normal, a denormal and -0, as far as accepted.
+std::vector<double> special_values(DType dt, const ValueConstraint& vc) {
+  std::vector<double> candidates;
+  Limits l = limits_of(dt);
+  if (is_float_like(dt)) {
+    candidates = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                  -std::numeric_limits<double>::infinity(), l.max, l.lowest, l.tiny, l.denorm, -l.denorm, -0.0};
+  } else if (dt != DType::Bool) {
+    candidates = {l.max, l.lowest};
+  }
+  std::vector<double> out;
+  for (double v : candidates)
+    if (vc.admits(v)) out.push_back(v);
+  return out;
+}
+
+// ---- plans ----
+
+enum class TensorLayout : uint8_t { contiguous, offset, sliced, transposed, expanded };
+constexpr int kLayoutWeights[] = {40, 10, 20, 15, 15};
+
+enum class ValueMode : uint8_t { zeros, ordinary, special };
+
+struct TensorPlan {
+  bool none = false;  // an optional tensor that is None
+  DType dtype = DType::Float32;
+  Device device;
+  std::vector<int64_t> sizes;
+  TensorLayout layout = TensorLayout::contiguous;
+  int offset = 0;               // elements before the first, for TensorLayout::offset
+  std::vector<double> values;   // the view's elements (row-major); the base's for expanded
+};
+
+struct ArgPlan {
+  enum class Kind : uint8_t { value, tensor, tensor_list, optional_tensor_list };
+  Kind kind = Kind::value;
+  IValue value;  // never holds a tensor (Note [Plans, then tensors])
+  std::vector<TensorPlan> tensors;
+};
+
+struct SamplePlan {
+  std::vector<ArgPlan> args;
+};
+
+// The raw picks of one tensor, resolved against what was generated before it.
+struct TensorPicks {
+  int none = 0, dtype = 0, rank = 0;
+  std::vector<int> sizes;  // max_rank sizes; rank r takes the last r (dropping leading dims first)
+  int empty = 0, empty_dim = 0;
+  std::vector<int> broadcast;  // per dim: 0 the partner's size, 1 a size of 1
+  int layout = 0, offset = 1, mode = 0;
+};
+
+// What the generator knows about one tensor argument, fixed when the generator is built.
+struct TensorSlot {
+  std::string name;
+  bool optional = false;
+  std::vector<DType> dtypes;  // declared dtypes (empty: the sample's)
+  int min_rank = 0, max_rank = 4;
+  int max_dim_size = 5;
+  bool allow_empty = true;
+  std::vector<TensorLayout> layouts;  // allowed, simplest first
+  ValueConstraint values;
+  bool specials = true;
+};
+
+// The relations resolved for one pick.
+struct ShapeContext {
+  const std::vector<int64_t>* same_as = nullptr;     // same_shape partner
+  const std::vector<int64_t>* broadcast_with = nullptr;
+};
+
+std::vector<int64_t> resolve_sizes(const TensorSlot& slot, const TensorPicks& p, const ShapeContext& ctx) {
+  if (ctx.same_as) return *ctx.same_as;
+  const int max_rank = static_cast<int>(p.sizes.size());
+  std::vector<int64_t> sizes;
+  for (int i = max_rank - p.rank; i < max_rank; ++i) sizes.push_back(p.sizes[i]);
+  if (ctx.broadcast_with) {
+    const auto& other = *ctx.broadcast_with;
+    const int r = p.rank, q = static_cast<int>(other.size());
+    for (int i = 0; i < r; ++i) {
+      int j = i - (r - q);  // the partner's dim aligned with ours (from the right)
+      if (j < 0) continue;
+      if (p.broadcast[max_rank - r + i] == 0) sizes[i] = other[j];
+      else if (other[j] != 1) sizes[i] = 1;
+    }
+    return sizes;  // an own empty dim would break broadcasting: emptiness comes from the partner
+  }
+  if (p.empty && slot.allow_empty && p.rank > 0) sizes[p.empty_dim % p.rank] = 0;
+  return sizes;
+}
+
+int64_t product(const std::vector<int64_t>& s) {
+  return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
+}
+
+// The dim an expanded layout broadcasts: the first of size > 1 (none: the layout is contiguous).
+std::optional<size_t> expanded_dim(const std::vector<int64_t>& sizes) {
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] > 1) return d;
+  return std::nullopt;
+}
+
+rc::Gen<TensorPlan> tensor_gen(std::shared_ptr<const TensorSlot> slot, std::vector<DType> dtype_options, Device device,
+                               ShapeContext ctx) {
+  const int max_rank = slot->max_rank;
+  std::vector<int> layout_weights;
+  for (auto l : slot->layouts) layout_weights.push_back(kLayoutWeights[static_cast<int>(l)]);
+  auto structure = rc::gen::build<TensorPicks>(
+      rc::gen::set(&TensorPicks::none, slot->optional ? choice({85, 15}) : rc::gen::just(0)),
+      rc::gen::set(&TensorPicks::dtype, choice(std::vector<int>(dtype_options.size(), 1))),
+      rc::gen::set(&TensorPicks::rank, rc::gen::resize(kFullSize, rc::gen::inRange(slot->min_rank, max_rank + 1))),
+      rc::gen::set(&TensorPicks::sizes,
+                   rc::gen::container<std::vector<int>>(
+                       max_rank, rc::gen::resize(kFullSize, rc::gen::inRange(1, slot->max_dim_size + 1)))),
+      rc::gen::set(&TensorPicks::empty, choice({92, 8})),
+      rc::gen::set(&TensorPicks::empty_dim, rc::gen::resize(kFullSize, rc::gen::inRange(0, std::max(max_rank, 1)))),
+      rc::gen::set(&TensorPicks::broadcast, rc::gen::container<std::vector<int>>(max_rank, choice({60, 40}))),
+      rc::gen::set(&TensorPicks::layout, choice(layout_weights)),
+      rc::gen::set(&TensorPicks::offset, rc::gen::inRange(1, 4)),
+      rc::gen::set(&TensorPicks::mode, choice({5, 75, 20})));
+  return rc::gen::mapcat(structure, [slot, dtype_options, device, ctx](const TensorPicks& p) -> rc::Gen<TensorPlan> {
+    TensorPlan plan;
+    if (p.none) {
+      plan.none = true;
+      return rc::gen::just(plan);
+    }
+    plan.dtype = dtype_options[p.dtype];
+    plan.device = device;
+    plan.sizes = resolve_sizes(*slot, p, ctx);
+    plan.layout = slot->layouts[p.layout];
+    plan.offset = p.offset;
+    int64_t count = product(plan.sizes);
+    if (plan.layout == TensorLayout::expanded) {
+      if (auto d = expanded_dim(plan.sizes)) count /= plan.sizes[*d];
+      else plan.layout = TensorLayout::contiguous;
+    }
+    // The value mode: specials only where the dtype and the constraint have some.
+    std::vector<double> specials = slot->specials ? special_values(plan.dtype, slot->values) : std::vector<double>{};
+    ValueMode mode = static_cast<ValueMode>(p.mode);
+    if (mode == ValueMode::special && specials.empty()) mode = ValueMode::ordinary;
+    Range range = range_of(plan.dtype, slot->values);
+    if (mode == ValueMode::zeros) {
+      plan.values.assign(count, range.anchor);  // "zero": the simplest admitted value
+      return rc::gen::just(plan);
+    }
+    rc::Gen<double> element = ordinary_value(plan.dtype, range);
+    if (mode == ValueMode::special) {
+      element = rc::gen::mapcat(choice({70, 30}), [element, specials](int special) {
+        return special ? rc::gen::elementOf(specials) : element;
+      });
+    }
+    return rc::gen::map(rc::gen::container<std::vector<double>>(count, element), [plan](std::vector<double> v) {
+      TensorPlan out = plan;
+      out.values = std::move(v);
+      return out;
+    });
+  });
+}
+
+// ---- materializing a plan ----
+
+Tensor make_tensor_from(const TensorPlan& p) {
+  const TensorOptions options(p.dtype, p.device);
+  const std::vector<int64_t>& sizes = p.sizes;
+  Tensor base, view;
+  bool holes = false;  // memory the view does not cover
+  switch (p.layout) {
+    case TensorLayout::contiguous:
+      base = view = empty(sizes, options);
+      break;
+    case TensorLayout::offset: {
+      base = empty({product(sizes) + p.offset}, options);
+      auto strides = contiguous_strides(sizes);
+      view = base.as_strided(sizes, strides, p.offset);
+      holes = true;
+      break;
+    }
+    case TensorLayout::sliced: {
+      std::vector<int64_t> doubled = sizes;
+      for (auto& s : doubled) s *= 2;
+      base = view = empty(doubled, options);
+      for (size_t d = 0; d < sizes.size(); ++d) view = view.slice(static_cast<int64_t>(d), 0, std::nullopt, 2);
+      holes = true;
+      break;
+    }
+    case TensorLayout::transposed: {
+      std::vector<int64_t> reversed(sizes.rbegin(), sizes.rend()), dims;
+      for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) dims.push_back(d);
+      base = empty(reversed, options);
+      view = base.permute(dims);
+      break;
+    }
+    case TensorLayout::expanded: {
+      std::vector<int64_t> base_sizes = sizes;
+      base_sizes[*expanded_dim(sizes)] = 1;
+      base = empty(base_sizes, options);
+      base.copy_(from_vector(p.values, base_sizes));
+      return base.expand(sizes);
+    }
+  }
+  // A sentinel no ordinary value takes, so that reading a hole changes a result.
+  if (holes) base.fill_(p.dtype == DType::Bool ? Scalar(true) : Scalar(int64_t{77}));
+  view.copy_(from_vector(p.values, sizes));
+  return view;
+}
+
+IValue materialize(const ArgPlan& a) {
+  switch (a.kind) {
+    case ArgPlan::Kind::value: return a.value;
+    case ArgPlan::Kind::tensor:
+      return a.tensors.front().none ? IValue() : IValue(make_tensor_from(a.tensors.front()));
+    case ArgPlan::Kind::tensor_list: {
+      std::vector<Tensor> ts;
+      for (const auto& t : a.tensors) ts.push_back(make_tensor_from(t));
+      return IValue(std::move(ts));
+    }
+    case ArgPlan::Kind::optional_tensor_list: {
+      std::vector<std::optional<Tensor>> ts;
+      for (const auto& t : a.tensors) ts.push_back(t.none ? std::nullopt : std::optional<Tensor>(make_tensor_from(t)));
+      return IValue(std::move(ts));
+    }
+  }
+  return IValue();
+}
+
+// ---- the generator of a whole sample ----
+
+std::optional<IValue> default_of(const Argument& a) {
+  if (!a.default_value) return std::nullopt;
+  const DefaultValue& d = *a.default_value;
+  const TypeKind base = a.type.is_optional() ? a.type.elem().kind() : a.type.kind();
+  switch (d.kind) {
+    case DefaultKind::kNone: return IValue();
+    case DefaultKind::kBool: return IValue(std::get<bool>(d.value));
+    case DefaultKind::kInt:
+      if (base == TypeKind::kFloat) return IValue(static_cast<double>(std::get<int64_t>(d.value)));
+      if (base == TypeKind::kInt || base == TypeKind::kSymInt || base == TypeKind::kScalar)
+        return IValue(std::get<int64_t>(d.value));
+      return std::nullopt;  // ScalarType/Layout by number: PyTorch's numbering, not ours
+    case DefaultKind::kFloat: return IValue(std::get<double>(d.value));
+    case DefaultKind::kIntList: return IValue(std::get<std::vector<int64_t>>(d.value));
+    case DefaultKind::kFloatList: return IValue(std::get<std::vector<double>>(d.value));
+    case DefaultKind::kBoolList: return IValue(std::get<std::vector<bool>>(d.value));
+    case DefaultKind::kString: return IValue(std::get<std::string>(d.value));
+    case DefaultKind::kEnumIdentifier: {
+      const auto& id = std::get<std::string>(d.value);
+      if (auto l = parse_layout(id)) return IValue(*l);
+      if (auto m = parse_memory_format(id)) return IValue(*m);
+      if (auto t = parse_dtype(id)) return IValue(*t);
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+struct Generator {
+  FunctionSchema schema;
+  InputConstraints constraints;
+  GenerateSpec spec;
+  std::vector<DType> sample_dtypes;
+  std::vector<std::string> names;
+  std::vector<size_t> order;  // tensors first, then the rest (each in schema order)
+  std::vector<std::shared_ptr<const TensorSlot>> slots;  // per argument; null for non-tensors
+
+  bool is_tensorish(const Argument& a) const { return a.type.base_kind() == TypeKind::kTensor; }
+
+  // A relation partner already generated (earlier in `order`), as an index.
+  std::optional<size_t> partner(RelationKind kind, size_t i, const std::vector<bool>& done) const {
+    for (const auto& r : constraints.relations) {
+      if (r.kind != kind) continue;
+      const std::string& me = names[i];
+      const std::string* other = r.a == me ? &r.b : r.b == me ? &r.a : nullptr;
+      if (!other || other->empty()) continue;
+      if (auto j = schema.argument_index(*other); j && done[*j]) return *j;
+    }
+    return std::nullopt;
+  }
+  // The tensor b of a relation (kind, names[i], b), when generated.
+  const TensorPlan* related_tensor(RelationKind kind, size_t i, const SamplePlan& plan) const {
+    for (const auto& r : constraints.relations) {
+      if (r.kind != kind || r.a != names[i]) continue;
+      if (auto j = schema.argument_index(r.b); j && plan.args[*j].kind == ArgPlan::Kind::tensor &&
+                                               !plan.args[*j].tensors.empty() && !plan.args[*j].tensors[0].none)
+        return &plan.args[*j].tensors[0];
+      return nullptr;
+    }
+    return nullptr;
+  }
+
+  std::shared_ptr<const TensorSlot> make_slot(size_t i) const {
+    const Argument& a = schema.arguments[i];
+    const ArgConstraint& c = constraints.for_arg(a.name);
+    auto slot = std::make_shared<TensorSlot>();
+    slot->name = a.name;
+    slot->optional = a.type.is_optional() && c.allow_none;
+    slot->dtypes = c.dtypes;
+    slot->min_rank = std::max(c.min_rank, spec.include_scalars ? 0 : 1);
+    slot->max_rank = c.max_rank.value_or(spec.max_rank);
+    if (slot->min_rank > slot->max_rank) {
+      throw Error(ErrorCode::kInvalidArgument, concat("argument '", a.name, "': no rank in [", slot->min_rank, ", ",
+                                                      slot->max_rank, "] (include_scalars and the constraint)"));
+    }
+    slot->max_dim_size = spec.max_dim_size;
+    slot->allow_empty = spec.include_empty && !constraints.has(RelationKind::size_positive, a.name);
+    slot->layouts = {TensorLayout::contiguous};
+    if (spec.include_non_contiguous) {
+      slot->layouts.insert(slot->layouts.end(), {TensorLayout::offset, TensorLayout::sliced, TensorLayout::transposed});
+      // Writing through a stride-0 view is ill-defined: mutable inputs are never expanded.
+      if (!schema.is_mutable(i)) slot->layouts.push_back(TensorLayout::expanded);
+    }
+    slot->values = c.values;
+    slot->specials = spec.include_special_values;
+    return slot;
+  }
+
+  // The dtypes a tensor may take: its declared ones (those of the spec first), else the
+  // sample's; a same_dtype partner's when one was generated.
+  std::vector<DType> dtype_options(size_t i, DType sample_dtype, const SamplePlan& plan, const std::vector<bool>& done) const {
+    if (auto j = partner(RelationKind::same_dtype, i, done)) {
+      for (const auto& t : plan.args[*j].tensors)
+        if (!t.none) return {t.dtype};
+    }
+    const auto& declared = slots[i]->dtypes;
+    if (declared.empty()) return {sample_dtype};
+    if (std::find(declared.begin(), declared.end(), sample_dtype) != declared.end()) return {sample_dtype};
+    std::vector<DType> out;
+    for (DType d : declared)
+      if (std::find(spec.dtypes.begin(), spec.dtypes.end(), d) != spec.dtypes.end()) out.push_back(d);
+    return out.empty() ? declared : out;
+  }
+
+  rc::Gen<ArgPlan> tensor_arg_gen(size_t i, DType sample_dtype, Device device, const SamplePlan& plan,
+                                  const std::vector<bool>& done) const {
+    const Argument& a = schema.arguments[i];
+    auto options = dtype_options(i, sample_dtype, plan, done);
+    ShapeContext ctx;
+    auto shape_of = [&](size_t j) -> const std::vector<int64_t>* {
+      const auto& ts = plan.args[j].tensors;
+      return ts.empty() || ts[0].none ? nullptr : &ts[0].sizes;
+    };
+    if (auto j = partner(RelationKind::same_shape, i, done)) ctx.same_as = shape_of(*j);
+    if (auto j = partner(RelationKind::broadcastable, i, done); j && !ctx.same_as) ctx.broadcast_with = shape_of(*j);
+    auto one = tensor_gen(slots[i], options, device, ctx);
+    const Type& t = a.type.is_optional() ? a.type.elem() : a.type;
+    if (!t.is_list()) {
+      return rc::gen::map(one, [](TensorPlan p) {
+        ArgPlan out;
+        out.kind = ArgPlan::Kind::tensor;
+        out.tensors = {std::move(p)};
+        return out;
+      });
+    }
+    // Tensor[] / Tensor?[]: 1 to 3 tensors (a fixed N when declared), all of the first one's
+    // shape under elements_same_shape.
+    const bool optional_elements = t.elem().is_optional();
+    auto slot = slots[i];
+    auto element_slot = std::make_shared<TensorSlot>(*slot);
+    element_slot->optional = optional_elements;
+    const bool same = constraints.has(RelationKind::elements_same_shape, a.name);
+    rc::Gen<int> length = t.size() ? rc::gen::just(static_cast<int>(*t.size())) : rc::gen::inRange(1, 4);
+    auto first_gen = tensor_gen(element_slot, options, device, ctx);
+    return rc::gen::mapcat(length, [=](int n) {
+      return rc::gen::mapcat(first_gen, [=](TensorPlan first) {
+        ShapeContext rest_ctx = ctx;
+        auto first_sizes = std::make_shared<std::vector<int64_t>>(first.sizes);
+        if (same && !first.none) rest_ctx.same_as = first_sizes.get();
+        auto rest = tensor_gen(element_slot, options, device, rest_ctx);
+        return rc::gen::map(rc::gen::container<std::vector<TensorPlan>>(n - 1, rest),
+                            [first, first_sizes, optional_elements](std::vector<TensorPlan> others) {
+                              ArgPlan out;
+                              out.kind = optional_elements ? ArgPlan::Kind::optional_tensor_list : ArgPlan::Kind::tensor_list;
+                              out.tensors.push_back(first);
+                              for (auto& o : others) out.tensors.push_back(std::move(o));
+                              return out;
+                            });
+      });
+    });
+  }
+
+  // Integers for int and int[] arguments: a dim of the related tensor, or a range.
+  rc::Gen<int64_t> int_element_gen(size_t i, const SamplePlan& plan, bool is_shape) const {
+    const Argument& a = schema.arguments[i];
+    if (const TensorPlan* t = related_tensor(RelationKind::dim_in_range, i, plan); t || constraints.has(RelationKind::dim_in_range, a.name)) {
+      const int64_t rank = t ? static_cast<int64_t>(t->sizes.size()) : 0;
+      const int64_t hi = std::max<int64_t>(rank, 1);
+      return int_in(-hi, hi - 1);
+    }
+    const ValueConstraint& vc = constraints.for_arg(a.name).values;
+    const bool positive = vc.positive || constraints.has(RelationKind::size_positive, a.name) || is_shape;
+    int64_t lo = vc.min ? static_cast<int64_t>(std::ceil(*vc.min)) : 0;
+    int64_t hi = vc.max ? static_cast<int64_t>(std::floor(*vc.max)) : std::max<int64_t>(lo, 0) + spec.max_dim_size;
+    if (positive) lo = std::max<int64_t>(lo, 1);
+    if (lo > hi) throw Error(ErrorCode::kInvalidArgument, concat("argument '", a.name, "': no integer satisfies its constraint"));
+    return int_in(lo, hi);
+  }
+
+  rc::Gen<double> float_gen(size_t i) const {
+    const ValueConstraint& vc = constraints.for_arg(schema.arguments[i].name).values;
+    Range r = range_of(DType::Float64, vc);
+    auto ordinary = ordinary_value(DType::Float64, r);
+    auto specials = spec.include_special_values ? special_values(DType::Float64, vc) : std::vector<double>{};
+    if (specials.empty()) return ordinary;
+    return rc::gen::mapcat(choice({90, 10}), [ordinary, specials](int s) {
+      return s ? rc::gen::elementOf(specials) : ordinary;
+    });
+  }
+
+  rc::Gen<IValue> list_length_then(size_t i, const SamplePlan& plan, const Type& t,
+                                   std::function<rc::Gen<IValue>(int)> make) const {
+    if (t.size()) return make(static_cast<int>(*t.size()));
+    if (constraints.has(RelationKind::list_length_equals_rank, schema.arguments[i].name)) {
+      const TensorPlan* tp = related_tensor(RelationKind::list_length_equals_rank, i, plan);
+      return make(tp ? static_cast<int>(tp->sizes.size()) : 0);
+    }
+    return rc::gen::mapcat(rc::gen::inRange(0, spec.max_rank + 1), make);
+  }
+
+  // The value of a non-tensor type (not optional: optionals are handled by the caller).
+  rc::Gen<IValue> value_gen(size_t i, const Type& t, const SamplePlan& plan) const {
+    const Argument& a = schema.arguments[i];
+    auto to_ivalue_gen = [](auto g) { return rc::gen::map(g, [](auto v) { return IValue(v); }); };
+    switch (t.kind()) {
+      case TypeKind::kInt:
+      case TypeKind::kSymInt: return to_ivalue_gen(int_element_gen(i, plan, false));
+      case TypeKind::kFloat: return to_ivalue_gen(float_gen(i));
+      case TypeKind::kBool: return rc::gen::map(choice({1, 1}), [](int b) { return IValue(b == 1); });
+      case TypeKind::kComplex:
+        return rc::gen::map(rc::gen::tuple(float_gen(i), float_gen(i)), [](const std::tuple<double, double>& c) {
+          return IValue(complex128(std::get<0>(c), std::get<1>(c)));
+        });
+      case TypeKind::kScalar: {
+        rc::Gen<int64_t> ints = int_element_gen(i, plan, false);
+        rc::Gen<double> floats = float_gen(i);
+        return rc::gen::mapcat(choice({50, 40, 10}), [=](int kind) -> rc::Gen<IValue> {
+          if (kind == 0) return rc::gen::map(ints, [](int64_t v) { return IValue(v); });
+          if (kind == 1) return rc::gen::map(floats, [](double v) { return IValue(v); });
+          return rc::gen::map(choice({1, 1}), [](int b) { return IValue(b == 1); });
+        });
+      }
+      case TypeKind::kScalarType: {
+        auto dtypes = sample_dtypes;
+        return rc::gen::map(choice(std::vector<int>(dtypes.size(), 1)), [dtypes](int k) { return IValue(dtypes[k]); });
+      }
+      case TypeKind::kDevice: {
+        auto devices = spec.devices;
+        return rc::gen::map(choice(std::vector<int>(devices.size(), 1)), [devices](int k) { return IValue(devices[k]); });
+      }
+      case TypeKind::kLayout: return rc::gen::just(IValue(Layout::Strided));
+      case TypeKind::kMemoryFormat:
+        return rc::gen::map(choice({1, 1}), [](int k) { return IValue(k ? MemoryFormat::Preserve : MemoryFormat::Contiguous); });
+      case TypeKind::kStr: return rc::gen::just(IValue(std::string()));
+      case TypeKind::kList: {
+        const Type& e = t.elem();
+        if (e.kind() == TypeKind::kInt || e.kind() == TypeKind::kSymInt) {
+          auto element = int_element_gen(i, plan, !constraints.has(RelationKind::dim_in_range, a.name));
+          return list_length_then(i, plan, t, [element](int n) {
+            return rc::gen::map(rc::gen::container<std::vector<int64_t>>(n, element), [](std::vector<int64_t> v) { return IValue(std::move(v)); });
+          });
+        }
+        if (e.kind() == TypeKind::kFloat) {
+          auto element = float_gen(i);
+          return list_length_then(i, plan, t, [element](int n) {
+            return rc::gen::map(rc::gen::container<std::vector<double>>(n, element), [](std::vector<double> v) { return IValue(std::move(v)); });
+          });
+        }
+        if (e.kind() == TypeKind::kBool) {
+          return list_length_then(i, plan, t, [](int n) {
+            return rc::gen::map(rc::gen::container<std::vector<int>>(n, choice({1, 1})), [](const std::vector<int>& v) {
+              return IValue(std::vector<bool>(v.begin(), v.end()));
+            });
+          });
+        }
+        break;
+      }
+      default: break;
+    }
+    throw Error(ErrorCode::kInvalidArgument, concat("cannot generate argument '", a.name, "' of type ", t.to_string(),
+                                                    " of ", schema.full_name(), ": give it a default"));
+  }
+
+  rc::Gen<ArgPlan> other_arg_gen(size_t i, const SamplePlan& plan) const {
+    const Argument& a = schema.arguments[i];
+    const ArgConstraint& c = constraints.for_arg(a.name);
+    rc::Gen<IValue> g = [&]() -> rc::Gen<IValue> {
+      if (!a.type.is_optional()) return value_gen(i, a.type, plan);
+      // `T?`: None is the simplest choice (unless the constraint forbids it); a Generator is
+      // only ever None.
+      if (a.type.elem().kind() == TypeKind::kGenerator) return rc::gen::just(IValue());
+      auto inner = value_gen(i, a.type.elem(), plan);
+      if (!c.allow_none) return inner;
+      return rc::gen::mapcat(choice({20, 80}), [inner](int some) { return some ? inner : rc::gen::just(IValue()); });
+    }();
+    // An argument with a default takes it as the simplest choice.
+    if (auto d = default_of(a)) {
+      IValue dv = *d;
+      g = rc::gen::mapcat(choice({25, 75}), [g, dv](int generated) { return generated ? g : rc::gen::just(dv); });
+    }
+    return rc::gen::map(g, [](IValue v) {
+      ArgPlan out;
+      out.value = std::move(v);
+      return out;
+    });
+  }
+
+  SamplePlan generate() const {
+    SamplePlan plan;
+    plan.args.resize(schema.arguments.size());
+    std::vector<bool> done(schema.arguments.size(), false);
+    const auto first = *rc::gen::tuple(choice(std::vector<int>(sample_dtypes.size(), 1)),
+                                       choice(std::vector<int>(spec.devices.size(), 1)));
+    const DType dtype = sample_dtypes[std::get<0>(first)];
+    const Device device = spec.devices[std::get<1>(first)];
+    for (size_t i : order) {
+      plan.args[i] = slots[i] ? *tensor_arg_gen(i, dtype, device, plan, done) : *other_arg_gen(i, plan);
+      done[i] = true;
+    }
+    return plan;
+  }
+
+  Sample materialize(const SamplePlan& plan) const {
+    Stack args;
+    args.reserve(plan.args.size());
+    for (const auto& a : plan.args) args.push_back(conformance::materialize(a));
+    std::string d = describe(args, names);
+    return Sample(std::move(args), std::move(d));
+  }
+};
+
+std::shared_ptr<const Generator> make_generator(const FunctionSchema& schema, const InputConstraints& constraints,
+                                                const GenerateSpec& spec) {
+  validate_constraints(schema, constraints);
+  OPCONFORM_CHECK(!spec.devices.empty(), ErrorCode::kInvalidArgument, "GenerateSpec::devices is empty");
+  OPCONFORM_CHECK(spec.max_rank >= 0 && spec.max_dim_size >= 1, ErrorCode::kInvalidArgument,
+                  "GenerateSpec needs max_rank >= 0 and max_dim_size >= 1");
+  auto g = std::make_shared<Generator>();
+  g->schema = schema;
+  g->constraints = constraints;
+  g->spec = spec;
+  g->sample_dtypes = spec.dtypes.empty() ? std::vector<DType>{DType::Float32, DType::Float64} : spec.dtypes;
+  g->slots.resize(schema.arguments.size());
+  for (size_t i = 0; i < schema.arguments.size(); ++i) {
+    g->names.push_back(schema.arguments[i].name);
+    if (g->is_tensorish(schema.arguments[i])) {
+      g->slots[i] = g->make_slot(i);
+      g->order.push_back(i);
+    }
+  }
+  for (size_t i = 0; i < schema.arguments.size(); ++i)
+    if (!g->slots[i]) g->order.push_back(i);
+  // Fail now, not in the middle of a run, for types that cannot be generated and bad ranges.
+  SamplePlan empty_plan;
+  empty_plan.args.resize(schema.arguments.size());
+  for (size_t i = 0; i < schema.arguments.size(); ++i) {
+    if (!g->slots[i]) (void)g->other_arg_gen(i, empty_plan);
+    else {
+      for (DType d : g->sample_dtypes) (void)range_of(d, g->slots[i]->values);
+      for (DType d : g->slots[i]->dtypes) (void)range_of(d, g->slots[i]->values);
+    }
+  }
+  return g;
+}
+
+rc::Gen<SamplePlan> plan_gen(std::shared_ptr<const Generator> g) {
+  return rc::gen::exec([g]() { return g->generate(); });
+}
+
+// RapidCheck's spread of sizes over a run (every size in [0, max] used about equally).
+int size_for(int i, int count) {
+  const int sizes = kFullSize + 1;
+  return count <= sizes ? (i * kFullSize) / std::max(count - 1, 1) : i % sizes;
+}
+
+// RapidCheck loads its global configuration (RC_PARAMS) on first use and prints it on stderr,
+// once per process. We pass our own parameters, so load it early with stderr muted. (stderr is
+// muted process-wide for that instant; a message another thread writes then is lost.)
+void load_rapidcheck_configuration_quietly() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::ostringstream sink;
+    std::streambuf* old = std::cerr.rdbuf(sink.rdbuf());
+    try {
+      (void)rc::detail::configuration();
+    } catch (...) {
+      // A malformed RC_PARAMS: RapidCheck reports it when it needs the configuration.
+    }
+    std::cerr.rdbuf(old);
+  });
+}
+
+bool is_failure(Outcome o) { return o == Outcome::failed || o == Outcome::crashed; }
+
+// Counts accepted shrinks; prints nothing (RapidCheck's default listener writes to stderr).
+class QuietListener : public rc::detail::TestListener {
+ public:
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool accepted) override { shrinks += accepted; }
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+  int shrinks = 0;
+};
+
+}  // namespace
+
+std::string program_path() {
+  std::ifstream cmdline("/proc/self/cmdline");
+  std::string argv0;
+  if (cmdline && std::getline(cmdline, argv0, '\0') && !argv0.empty()) return argv0;
+  return "<this program>";
+}
+
+uint64_t resolve_seed(const GenerateSpec& spec) {
+  if (const char* env = std::getenv("OPCONFORM_SEED"); env && *env) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(env, &end, 10);
+    OPCONFORM_CHECK(errno == 0 && end && *end == '\0', ErrorCode::kInvalidArgument, "OPCONFORM_SEED='", env,
+                    "' is not an unsigned integer");
+    if (v != 0) return v;
+  }
+  if (spec.seed != 0) return spec.seed;
+  std::random_device rd;
+  uint64_t seed = 0;
+  while (seed == 0) seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  std::cerr << "opconform: generating samples with seed " << seed << " (OPCONFORM_SEED=" << seed << " replays)\n";
+  return seed;
+}
+
+rc::Gen<Sample> sample_gen(const FunctionSchema& schema, const InputConstraints& constraints, const GenerateSpec& spec) {
+  auto g = make_generator(schema, constraints, spec);
+  return rc::gen::map(plan_gen(g), [g](const SamplePlan& p) { return g->materialize(p); });
+}
+
+std::vector<Sample> generate_samples(const FunctionSchema& schema, const InputConstraints& constraints,
+                                     const GenerateSpec& spec) {
+  auto gen = sample_gen(schema, constraints, spec);
+  rc::Random random(resolve_seed(spec));
+  std::vector<Sample> out;
+  out.reserve(spec.count);
+  for (int i = 0; i < spec.count; ++i) out.push_back(gen(random.split(), size_for(i, spec.count)).value());
+  return out;
+}
+
+std::optional<GeneratedFailure> find_failure(const FunctionSchema& schema, const std::string& op_name,
+                                             const SampleProperty& property, const GenerateSpec& spec) {
+  auto declared = declared_constraints(op_name.empty() ? schema.full_name() : op_name);
+  return find_failure(schema, declared.value_or(InputConstraints{}), op_name, property, spec);
+}
+
+std::optional<GeneratedFailure> find_failure(const FunctionSchema& schema, const InputConstraints& constraints,
+                                             const std::string& op_name, const SampleProperty& property,
+                                             const GenerateSpec& spec) {
+  auto g = make_generator(schema, constraints, spec);
+  const uint64_t seed = resolve_seed(spec);
+  const std::string shown_name = op_name.empty() ? schema.full_name() : op_name;
+
+  // The last failing plan is the minimal one: RapidCheck accepts a shrink only when it fails,
+  // and stops after a full round of shrinks that all pass.
+  struct State {
+    std::optional<SamplePlan> failing;
+    CheckResult result;
+    int runs = 0;
+    bool searching = true;  // false once shrinking started
+  };
+  auto state = std::make_shared<State>();
+  auto plans = plan_gen(g);
+  auto testable = [g, plans, state, &property, &spec]() -> bool {
+    SamplePlan plan = *plans;
+    if (!state->searching && state->runs >= spec.max_shrink_runs) return true;  // shrink budget spent
+    ++state->runs;
+    CheckResult r;
+    try {
+      r = property(g->materialize(plan));
+    } catch (const std::exception& e) {
+      r.outcome = Outcome::failed;
+      r.message = concat("the property threw: ", e.what());
+    }
+    if (!is_failure(r.outcome)) return true;
+    if (state->searching) state->runs = 0;  // count shrink runs from here
+    state->searching = false;
+    state->failing = std::move(plan);
+    state->result = std::move(r);
+    return false;
+  };
+
+  rc::detail::TestParams params;
+  params.seed = seed;
+  params.maxSuccess = spec.count;
+  params.maxSize = kFullSize;
+  rc::detail::TestMetadata metadata;
+  metadata.id = "opconform:" + shown_name;
+  metadata.description = metadata.id;
+  QuietListener listener;
+  load_rapidcheck_configuration_quietly();
+  const auto outcome = rc::detail::checkTestable(testable, metadata, params, listener);
+
+  if (outcome.template is<rc::detail::SuccessResult>()) return std::nullopt;
+  rc::detail::FailureResult failure;
+  if (!outcome.match(failure) || !state->failing) {
+    std::ostringstream why;
+    rc::detail::printResultMessage(outcome, why);
+    throw Error(ErrorCode::kInternal, concat("generating samples for ", shown_name, " failed: ", why.str()));
+  }
+  GeneratedFailure out;
+  out.seed = seed;
+  out.minimal = g->materialize(*state->failing);
+  out.replay = concat("OPCONFORM_SEED=", seed, " ", spec.replay_command.empty() ? program_path() : spec.replay_command);
+  out.samples_tried = failure.numSuccess + 1;
+  out.shrinks = listener.shrinks;
+  out.result = state->result;
+  out.result.minimal_input = out.minimal.description;
+  out.result.repro = out.replay;
+  return out;
+}
+
+}  // namespace opconform::conformance

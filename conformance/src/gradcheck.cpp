@@ -1,0 +1,655 @@
+// gradcheck and gradgradcheck (CHECKS.md, "Gradients"), and their Check wrappers.
+//
+// Note [One Jacobian checker for both orders]: both checks compare the Jacobian of some function
+// F(inputs) -> outputs, computed twice: numerically (central differences of F evaluated without a
+// graph) and analytically (backward through a recorded F). gradcheck's F is the op itself;
+// gradgradcheck's F is (inputs, grad_outputs) -> backward(grad_outputs). So one checker
+// (check_jacobian) takes a Problem with two evaluators and does the slow/fast comparison, the
+// reentrancy, zero-grad_outputs and shape/dtype checks; each check only builds its Problem.
+//
+// Everything works on float64 values held as std::vector<double> (the perturbations need exact
+// control of every element), turned into fresh tensors for each evaluation: the sample is never
+// touched, and no saved tensor of a recorded graph is ever written to.
+#include "opconform/conformance/gradcheck.h"
+
+#include <cmath>
+#include <functional>
+#include <iomanip>
+#include <random>
+#include <sstream>
+
+#include "opconform/conformance/check.h"
+#include "opconform/conformance/detail/builtin_checks.h"
+#include "opconform/conformance/sample.h"
+#include "opconform/conformance/tolerance.h"
+#include "opconform/core/autograd.h"
+
+namespace opconform::conformance {
+namespace {
+
+using autograd::NoGradGuard;
+using opconform::detail::concat;
+
+std::string fmt(double v) {
+  std::ostringstream out;
+  out << std::setprecision(10) << v;
+  return out.str();
+}
+
+std::string fmt_index(const std::vector<int64_t>& index) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < index.size(); ++i) out << (i ? ", " : "") << index[i];
+  out << ']';
+  return out.str();
+}
+
+// The row-major multi-index of a flat element index (what messages show).
+std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> index(sizes.size());
+  for (size_t d = sizes.size(); d-- > 0;) {
+    index[d] = sizes[d] ? flat % sizes[d] : 0;
+    flat = sizes[d] ? flat / sizes[d] : 0;
+  }
+  return index;
+}
+
+int64_t numel_of(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+// One value F is differentiated with respect to (an input of the op, or a grad_output).
+struct Variable {
+  std::string name;  // "input 'x' (argument 0)" / "grad_output 0"
+  std::vector<int64_t> sizes;
+  Device device;
+  std::vector<double> values;  // row-major
+
+  Tensor make(const std::vector<double>& v) const { return from_vector<double>(v, sizes).to(device); }
+  Tensor make() const { return make(values); }
+};
+
+// What check_jacobian checks (Note [One Jacobian checker for both orders]).
+struct Problem {
+  std::string check;    // "gradcheck" / "gradgradcheck"
+  std::string op_name;
+  std::string sample;   // the sample's description, for messages
+  std::vector<Variable> inputs;
+  std::vector<std::string> output_names;  // one per output of F
+  // F on plain tensors (no graph needed): one tensor per output, any floating dtype.
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> evaluate;
+  // F recorded for backward on leaves that require grad. An output that does not require grad is
+  // a constant of the inputs (its analytical Jacobian is zero).
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> record;
+};
+
+CheckResult result(const Problem& p, Outcome outcome, std::string message) {
+  CheckResult r;
+  r.check = p.check;
+  r.outcome = outcome;
+  r.message = std::move(message);
+  if (outcome == Outcome::failed) {
+    r.repro = p.check + "(registry.get(\"" + p.op_name + "\"), {" + p.sample + "})";
+  }
+  return r;
+}
+
+std::vector<double> values_of(const Tensor& t) {
+  return t.defined() ? t.detach().to(DType::Float64, Device::cpu()).contiguous().to_vector<double>() : std::vector<double>{};
+}
+
+std::vector<int64_t> sizes_of(const Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
+
+// The gradients of `outputs` w.r.t. `leaves` for one set of grad_outputs (an undefined result
+// stays undefined: the input is unused). Outputs that do not require grad are left out.
+std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+                             const std::vector<Tensor>& leaves) {
+  std::vector<Tensor> outs, gos;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (outputs[k].requires_grad()) {
+      outs.push_back(outputs[k]);
+      gos.push_back(grad_outputs[k]);
+    }
+  }
+  return autograd::grad(outs, leaves, gos, /*retain_graph=*/true, /*create_graph=*/false, /*allow_unused=*/true);
+}
+
+// A gradient must look like its input: same shape, float64 (the inputs are float64 copies).
+std::optional<std::string> check_gradient_metadata(const Problem& p, const std::vector<Tensor>& grads,
+                                                   const std::vector<Tensor>& leaves, bool check_dtype) {
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    if (sizes_of(grads[i]) != sizes_of(leaves[i])) {
+      return concat(p.check, " of '", p.op_name, "': the gradient of ", p.inputs[i].name, " has shape ",
+                            fmt_index(sizes_of(grads[i])), " but the input has shape ", fmt_index(sizes_of(leaves[i])),
+                            "; backward must return one gradient per argument, shaped like it.");
+    }
+    if (check_dtype && grads[i].dtype() != leaves[i].dtype()) {
+      return concat(p.check, " of '", p.op_name, "': the gradient of ", p.inputs[i].name, " has dtype ",
+                            name(grads[i].dtype()), " but the input has dtype ", name(leaves[i].dtype()), ".");
+    }
+  }
+  return std::nullopt;
+}
+
+// Zeros, or a unit vector at `hot`, for one grad_output shaped like `like`.
+Tensor grad_output_like(const Tensor& like, std::optional<int64_t> hot) {
+  std::vector<double> v(static_cast<size_t>(like.numel()), 0.0);
+  if (hot) v[static_cast<size_t>(*hot)] = 1.0;
+  return from_vector<double>(v, like.sizes()).to(like.dtype(), like.device());
+}
+
+std::vector<double> random_unit(std::mt19937_64& rng, size_t n) {
+  std::normal_distribution<double> normal;
+  std::vector<double> v(n);
+  double norm = 0;
+  for (auto& x : v) {
+    x = normal(rng);
+    norm += x * x;
+  }
+  norm = std::sqrt(norm);
+  for (auto& x : v) x = norm > 0 ? x / norm : 0;
+  return v;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+std::vector<Tensor> make_inputs(const Problem& p) {
+  std::vector<Tensor> ts;
+  for (const auto& v : p.inputs) ts.push_back(v.make());
+  return ts;
+}
+
+std::vector<Tensor> make_leaves(const Problem& p) {
+  std::vector<Tensor> leaves = make_inputs(p);
+  for (auto& l : leaves) l.set_requires_grad(true);
+  return leaves;
+}
+
+// The outputs of F at `inputs`, as values (the shape comes from the recorded run).
+std::vector<std::vector<double>> evaluate_values(const Problem& p, const std::vector<Tensor>& inputs) {
+  std::vector<std::vector<double>> out;
+  for (const Tensor& t : p.evaluate(inputs)) out.push_back(values_of(t));
+  return out;
+}
+
+// gradcheck's own pair (not the dtype defaults: the values are float64 finite differences).
+Tolerance tolerance_of(const GradcheckOptions& o) {
+  Tolerance t;
+  t.rtol = o.rtol;
+  t.atol = o.atol;
+  return t;
+}
+
+// Compares one Jacobian block (rows: output elements, columns: input elements) with compare().
+struct BlockVerdict {
+  bool equal = true;
+  bool mistrusted = false;
+  std::string message;
+};
+
+BlockVerdict compare_block(const Problem& p, const GradcheckOptions& o, size_t k, size_t i,
+                           const std::vector<int64_t>& out_sizes, const std::vector<double>& numerical,
+                           const std::vector<double>& analytical) {
+  const int64_t rows = numel_of(out_sizes), cols = numel_of(p.inputs[i].sizes);
+  Comparison c = compare(from_vector<double>(analytical, {rows, cols}), from_vector<double>(numerical, {rows, cols}),
+                         tolerance_of(o));
+  BlockVerdict v{c.equal, c.mistrusted, {}};
+  if (c.equal) return v;
+  // compare() decided; find the first offending entry to name it in the caller's terms.
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t col = 0; col < cols; ++col) {
+      double n = numerical[r * cols + col], a = analytical[r * cols + col];
+      bool both_nan = std::isnan(n) && std::isnan(a);
+      if (both_nan || std::abs(a - n) <= o.atol + o.rtol * std::abs(n)) continue;
+      v.message = concat(
+          p.check, " of '", p.op_name, "': the gradient of ", p.output_names[k], " with respect to ",
+          p.inputs[i].name, " is wrong at input element ", fmt_index(unravel(col, p.inputs[i].sizes)),
+          ", output element ", fmt_index(unravel(r, out_sizes)), ": numerical ", fmt(n), " (central differences, eps ",
+          fmt(o.eps), ") vs analytical ", fmt(a), " (allowed |difference| <= ", fmt(o.atol), " + ", fmt(o.rtol),
+          " * |numerical|). Check the backward formula for this input",
+          p.check == "gradgradcheck" ? " (here: the derivative of the backward itself)" : "", ". Sample: ", p.sample,
+          ".");
+      return v;
+    }
+  }
+  v.message = concat(p.check, " of '", p.op_name, "': the gradient of ", p.output_names[k],
+                             " with respect to ", p.inputs[i].name, " differs: ", c.mismatch, ". Sample: ", p.sample, ".");
+  return v;
+}
+
+// Slow mode: every Jacobian entry. The analytical Jacobian comes one row (one output element)
+// per backward, the numerical one column (one input element) per pair of forwards.
+CheckResult check_slow(const Problem& p, const GradcheckOptions& o, const std::vector<Tensor>& leaves,
+                       const std::vector<Tensor>& outputs) {
+  const size_t n_in = p.inputs.size(), n_out = outputs.size();
+  // analytical[k][i]: rows of output k's elements, columns of input i's elements
+  std::vector<std::vector<std::vector<double>>> analytical(n_out), numerical(n_out);
+  std::vector<std::vector<int64_t>> out_sizes(n_out);
+  for (size_t k = 0; k < n_out; ++k) {
+    out_sizes[k] = sizes_of(outputs[k]);
+    for (size_t i = 0; i < n_in; ++i) {
+      size_t n = static_cast<size_t>(outputs[k].numel() * numel_of(p.inputs[i].sizes));
+      analytical[k].emplace_back(n, 0.0);
+      numerical[k].emplace_back(n, 0.0);
+    }
+  }
+
+  for (size_t k = 0; k < n_out; ++k) {
+    if (!outputs[k].requires_grad()) continue;  // a constant: its analytical rows stay zero
+    for (int64_t m = 0; m < outputs[k].numel(); ++m) {
+      std::vector<Tensor> gos;
+      for (size_t q = 0; q < n_out; ++q) gos.push_back(grad_output_like(outputs[q], q == k ? std::optional(m) : std::nullopt));
+      std::vector<Tensor> grads = backward(outputs, gos, leaves);
+      if (auto bad = check_gradient_metadata(p, grads, leaves, o.check_grad_dtypes)) return result(p, Outcome::failed, *bad);
+      if (o.check_reentrancy) {
+        std::vector<Tensor> again = backward(outputs, gos, leaves);
+        for (size_t i = 0; i < n_in; ++i) {
+          if (values_of(grads[i]) != values_of(again[i])) {
+            return result(p, Outcome::failed,
+                          concat(p.check, " of '", p.op_name, "': backward is not reentrant: the same grad_outputs ",
+                                         "(one-hot at element ", fmt_index(unravel(m, out_sizes[k])), " of ", p.output_names[k],
+                                         ") gave different gradients of ", p.inputs[i].name,
+                                         " on a second backward. Backward must be a pure function of its saved values ",
+                                         "and grad_outputs (no counters, no state kept between calls). Sample: ", p.sample, "."));
+          }
+        }
+      }
+      for (size_t i = 0; i < n_in; ++i) {
+        std::vector<double> row = values_of(grads[i]);
+        const size_t cols = static_cast<size_t>(numel_of(p.inputs[i].sizes));
+        for (size_t c = 0; c < row.size() && c < cols; ++c) analytical[k][i][static_cast<size_t>(m) * cols + c] = row[c];
+      }
+    }
+  }
+
+  std::vector<Tensor> inputs = make_inputs(p);
+  for (size_t i = 0; i < n_in; ++i) {
+    const Variable& var = p.inputs[i];
+    const size_t cols = var.values.size();
+    for (size_t j = 0; j < cols; ++j) {
+      std::vector<double> plus = var.values, minus = var.values;
+      plus[j] += o.eps;
+      minus[j] -= o.eps;
+      inputs[i] = var.make(plus);
+      auto f_plus = evaluate_values(p, inputs);
+      inputs[i] = var.make(minus);
+      auto f_minus = evaluate_values(p, inputs);
+      for (size_t k = 0; k < n_out; ++k) {
+        if (f_plus.at(k).size() != static_cast<size_t>(outputs[k].numel())) {
+          return result(p, Outcome::failed,
+                        concat(p.check, " of '", p.op_name, "': ", p.output_names[k], " has ", f_plus[k].size(),
+                                       " elements without a graph but ", outputs[k].numel(), " with one."));
+        }
+        for (size_t r = 0; r < f_plus[k].size(); ++r) {
+          numerical[k][i][r * cols + j] = (f_plus[k][r] - f_minus[k][r]) / (2 * o.eps);
+        }
+      }
+    }
+    inputs[i] = var.make();
+  }
+
+  size_t blocks = 0, mistrusted = 0;
+  for (size_t k = 0; k < n_out; ++k) {
+    for (size_t i = 0; i < n_in; ++i) {
+      BlockVerdict v = compare_block(p, o, k, i, out_sizes[k], numerical[k][i], analytical[k][i]);
+      if (!v.equal) return result(p, Outcome::failed, v.message);
+      ++blocks;
+      mistrusted += v.mistrusted ? 1 : 0;
+    }
+  }
+  if (blocks > 0 && mistrusted == blocks) {
+    return result(p, Outcome::mistrusted,
+                  concat(p.check, " of '", p.op_name, "': every Jacobian entry is zero (or NaN) both ways, ",
+                                 "so the comparison proves nothing; use a sample where the output depends on the inputs. Sample: ",
+                                 p.sample, "."));
+  }
+  return result(p, Outcome::passed, "");
+}
+
+// Fast mode: per output k and input i, v_k^T J u_i — numerically from one pair of forwards per
+// input along u_i, analytically from one backward per output with grad_output v_k.
+CheckResult check_fast(const Problem& p, const GradcheckOptions& o, const std::vector<Tensor>& leaves,
+                       const std::vector<Tensor>& outputs) {
+  std::mt19937_64 rng(o.seed);
+  const size_t n_in = p.inputs.size(), n_out = outputs.size();
+  std::vector<std::vector<double>> u(n_in), v(n_out);
+  for (size_t i = 0; i < n_in; ++i) u[i] = random_unit(rng, p.inputs[i].values.size());
+  for (size_t k = 0; k < n_out; ++k) v[k] = random_unit(rng, static_cast<size_t>(outputs[k].numel()));
+
+  // analytical[k][i] = u_i . (J^T v_k)_i
+  std::vector<std::vector<double>> analytical(n_out, std::vector<double>(n_in, 0.0));
+  for (size_t k = 0; k < n_out; ++k) {
+    if (!outputs[k].requires_grad()) continue;
+    std::vector<Tensor> gos;
+    for (size_t q = 0; q < n_out; ++q) {
+      gos.push_back(q == k ? from_vector<double>(v[k], outputs[k].sizes()).to(outputs[k].dtype(), outputs[k].device())
+                           : grad_output_like(outputs[q], std::nullopt));
+    }
+    std::vector<Tensor> grads = backward(outputs, gos, leaves);
+    if (auto bad = check_gradient_metadata(p, grads, leaves, o.check_grad_dtypes)) return result(p, Outcome::failed, *bad);
+    if (o.check_reentrancy) {
+      std::vector<Tensor> again = backward(outputs, gos, leaves);
+      for (size_t i = 0; i < n_in; ++i) {
+        if (values_of(grads[i]) != values_of(again[i])) {
+          return result(p, Outcome::failed,
+                        concat(p.check, " of '", p.op_name, "': backward is not reentrant: the same grad_outputs for ",
+                                       p.output_names[k], " gave different gradients of ", p.inputs[i].name,
+                                       " on a second backward. Backward must be a pure function of its saved values and ",
+                                       "grad_outputs. Sample: ", p.sample, "."));
+        }
+      }
+    }
+    for (size_t i = 0; i < n_in; ++i) analytical[k][i] = dot(values_of(grads[i]), u[i]);
+  }
+
+  std::vector<Tensor> inputs = make_inputs(p);
+  for (size_t i = 0; i < n_in; ++i) {
+    const Variable& var = p.inputs[i];
+    std::vector<double> plus = var.values, minus = var.values;
+    for (size_t j = 0; j < plus.size(); ++j) {
+      plus[j] += o.eps * u[i][j];
+      minus[j] -= o.eps * u[i][j];
+    }
+    inputs[i] = var.make(plus);
+    auto f_plus = evaluate_values(p, inputs);
+    inputs[i] = var.make(minus);
+    auto f_minus = evaluate_values(p, inputs);
+    inputs[i] = var.make();
+    for (size_t k = 0; k < n_out; ++k) {
+      std::vector<double> ju(f_plus.at(k).size());
+      for (size_t r = 0; r < ju.size(); ++r) ju[r] = (f_plus[k][r] - f_minus[k][r]) / (2 * o.eps);
+      double numerical = dot(v[k], ju);
+      Comparison c = compare(scalar_tensor(analytical[k][i], TensorOptions(DType::Float64)),
+                             scalar_tensor(numerical, TensorOptions(DType::Float64)), tolerance_of(o));
+      if (!c.equal) {
+        return result(p, Outcome::failed,
+                      concat(p.check, " (fast mode) of '", p.op_name, "': the gradient of ", p.output_names[k],
+                                     " with respect to ", p.inputs[i].name, " is wrong: v^T J u is ", fmt(numerical),
+                                     " numerically (central differences, eps ", fmt(o.eps), ") but ", fmt(analytical[k][i]),
+                                     " analytically (u, v random unit vectors, seed ", o.seed, "). Run with fast_mode = false ",
+                                     "on a smaller sample to locate the element. Sample: ", p.sample, "."));
+      }
+    }
+  }
+  return result(p, Outcome::passed, "");
+}
+
+// Note [One Jacobian checker for both orders]
+CheckResult check_jacobian(const Problem& p, const GradcheckOptions& o) {
+  try {
+    std::vector<Tensor> leaves = make_leaves(p);
+    std::vector<Tensor> outputs = p.record(leaves);
+
+    if (o.check_zero_grad_outputs) {
+      std::vector<Tensor> zeros;
+      for (const Tensor& out : outputs) zeros.push_back(grad_output_like(out, std::nullopt));
+      std::vector<Tensor> grads = backward(outputs, zeros, leaves);
+      if (auto bad = check_gradient_metadata(p, grads, leaves, o.check_grad_dtypes)) return result(p, Outcome::failed, *bad);
+      for (size_t i = 0; i < grads.size(); ++i) {
+        for (double g : values_of(grads[i])) {
+          if (g != 0) {
+            return result(p, Outcome::failed,
+                          concat(p.check, " of '", p.op_name, "': zero grad_outputs gave a nonzero gradient of ",
+                                         p.inputs[i].name, " (", fmt(g), "); backward must be linear in grad_outputs. ",
+                                         "Sample: ", p.sample, "."));
+          }
+        }
+      }
+    }
+
+    int64_t total = 0;
+    for (const auto& var : p.inputs) total += static_cast<int64_t>(var.values.size());
+    bool fast = o.fast_mode.value_or(total > o.fast_mode_threshold);
+    return fast ? check_fast(p, o, leaves, outputs) : check_slow(p, o, leaves, outputs);
+  } catch (const Error& e) {
+    return result(p, Outcome::failed,
+                  concat(p.check, " of '", p.op_name, "': the op or its backward threw: ", e.what(),
+                                 " Sample: ", p.sample, "."));
+  }
+}
+
+// ---- gradcheck's F: the op ------------------------------------------------------------------
+
+struct OpCall {
+  OperatorHandle op;
+  Stack args;                // floating tensors as float64 copies, the rest as given
+  std::vector<size_t> slots; // the argument positions of the differentiated inputs
+};
+
+// The tensors among the op's returns (Tensor, Tensor[] elements), with names for messages.
+std::vector<std::pair<std::string, Tensor>> returned_tensors(const OperatorHandle& op, const Stack& returns) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t j = 0; j < returns.size(); ++j) {
+    std::string base = "output " + std::to_string(j);
+    if (op.has_schema() && j < op.schema().returns.size() && !op.schema().returns[j].name.empty()) {
+      base += " '" + op.schema().returns[j].name + "'";
+    }
+    if (returns[j].is_tensor()) {
+      out.emplace_back(base, returns[j].to_tensor());
+    } else if (returns[j].is_tensor_list()) {
+      const auto& list = returns[j].to_tensor_list();
+      for (size_t e = 0; e < list.size(); ++e) out.emplace_back(base + "[" + std::to_string(e) + "]", list[e]);
+    }
+  }
+  return out;
+}
+
+std::vector<Tensor> run_op(const OpCall& call, const std::vector<Tensor>& inputs) {
+  Stack stack = call.args;
+  for (size_t i = 0; i < inputs.size(); ++i) stack[call.slots[i]] = IValue(inputs[i]);
+  call.op.call_boxed(stack);
+  std::vector<Tensor> out;
+  for (auto& [name, t] : returned_tensors(call.op, stack)) out.push_back(t);
+  return out;
+}
+
+std::string argument_name(const OperatorHandle& op, size_t i) {
+  if (op.has_schema() && i < op.schema().arguments.size()) return op.schema().arguments[i].name;
+  return "arg" + std::to_string(i);
+}
+
+std::vector<std::string> argument_names(const OperatorHandle& op) {
+  std::vector<std::string> names;
+  if (op.has_schema()) {
+    for (const auto& a : op.schema().arguments) names.push_back(a.name);
+  }
+  return names;
+}
+
+CheckResult skipped(std::string check, std::string why) {
+  CheckResult r;
+  r.check = std::move(check);
+  r.outcome = Outcome::skipped;
+  r.message = std::move(why);
+  return r;
+}
+
+// Prepares gradcheck's F. On success `problem` is set; otherwise the skip/failure to return.
+std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, const std::string& check,
+                                   Problem& problem, OpCall& call, std::vector<size_t>& diff_outputs) {
+  call.args = args;
+  for (size_t a = 0; a < args.size(); ++a) {
+    if (!args[a].is_tensor()) continue;
+    const Tensor& t = args[a].to_tensor();
+    if (!t.defined() || !is_floating(t.dtype())) continue;
+    // A float64 copy detached from the caller's graph: differentiated when the sample's tensor
+    // requires grad, held constant otherwise (float64 too, so mixed-dtype ops see one dtype).
+    Tensor copy = t.detach().to(DType::Float64).clone();
+    call.args[a] = IValue(copy);
+    if (t.requires_grad()) {
+      call.slots.push_back(a);
+      problem.inputs.push_back(Variable{"input '" + argument_name(op, a) + "' (argument " + std::to_string(a) + ")",
+                                        sizes_of(copy), copy.device(), values_of(copy)});
+    }
+  }
+  problem.check = check;
+  problem.op_name = op.name();
+  problem.sample = describe(args, argument_names(op));
+  if (problem.inputs.empty()) {
+    return skipped(check, concat("'", op.name(), "': no floating tensor argument of the sample requires grad"));
+  }
+
+  // Which outputs are differentiable: those a recorded call marks as requiring grad.
+  std::vector<Tensor> leaves;
+  for (const auto& var : problem.inputs) leaves.push_back(var.make().set_requires_grad(true));
+  std::vector<std::pair<std::string, Tensor>> named;
+  try {
+    Stack stack = call.args;
+    for (size_t i = 0; i < leaves.size(); ++i) stack[call.slots[i]] = IValue(leaves[i]);
+    op.call_boxed(stack);
+    named = returned_tensors(op, stack);
+  } catch (const Error& e) {
+    return result(problem, Outcome::failed, concat(check, " of '", op.name(), "': the op threw on float64 inputs that require grad: ",
+                               e.what(), " Sample: ", problem.sample, "."));
+  }
+  for (size_t j = 0; j < named.size(); ++j) {
+    const Tensor& t = named[j].second;
+    if (t.defined() && is_floating(t.dtype()) && t.requires_grad()) {
+      diff_outputs.push_back(j);
+      problem.output_names.push_back(named[j].first);
+    }
+  }
+  if (diff_outputs.empty()) {
+    return skipped(check, concat("'", op.name(), "' has no differentiable output for this sample (no floating ",
+                                         "output requires grad: no autograd kernel, or only integer outputs)"));
+  }
+  return std::nullopt;
+}
+
+std::vector<Tensor> pick(const std::vector<Tensor>& all, const std::vector<size_t>& which) {
+  std::vector<Tensor> out;
+  for (size_t j : which) out.push_back(all.at(j));
+  return out;
+}
+
+}  // namespace
+
+CheckResult gradcheck(const OperatorHandle& op, const Stack& args, const GradcheckOptions& options) {
+  Problem problem;
+  auto call = std::make_shared<OpCall>(OpCall{op, {}, {}});
+  auto diff_outputs = std::make_shared<std::vector<size_t>>();
+  if (auto early = prepare(op, args, "gradcheck", problem, *call, *diff_outputs)) return *early;
+  problem.evaluate = [call, diff_outputs](const std::vector<Tensor>& inputs) {
+    NoGradGuard no_grad;  // the numerical Jacobian needs values only
+    return pick(run_op(*call, inputs), *diff_outputs);
+  };
+  problem.record = [call, diff_outputs](const std::vector<Tensor>& leaves) {
+    return pick(run_op(*call, leaves), *diff_outputs);
+  };
+  return check_jacobian(problem, options);
+}
+
+CheckResult gradgradcheck(const OperatorHandle& op, const Stack& args, const GradcheckOptions& options) {
+  Problem first;
+  auto call = std::make_shared<OpCall>(OpCall{op, {}, {}});
+  auto diff_outputs = std::make_shared<std::vector<size_t>>();
+  if (auto early = prepare(op, args, "gradgradcheck", first, *call, *diff_outputs)) return *early;
+
+  // F(inputs..., grad_outputs...) = the gradients of the inputs, one output per input.
+  // grad_outputs are random (not one-hot) so every path through the backward is exercised.
+  Problem second;
+  second.check = "gradgradcheck";
+  second.op_name = first.op_name;
+  second.sample = first.sample;
+  second.inputs = first.inputs;
+  const size_t n_in = first.inputs.size();
+  try {
+    std::vector<Tensor> outputs;
+    {
+      std::vector<Tensor> leaves;
+      for (const auto& var : first.inputs) leaves.push_back(var.make());
+      NoGradGuard no_grad;
+      outputs = pick(run_op(*call, leaves), *diff_outputs);
+    }
+    std::mt19937_64 rng(options.seed + 1);
+    std::normal_distribution<double> normal;
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      std::vector<double> g(static_cast<size_t>(outputs[k].numel()));
+      for (auto& x : g) x = normal(rng);
+      second.inputs.push_back(Variable{"grad_output of " + first.output_names[k], sizes_of(outputs[k]),
+                                       outputs[k].device(), g});
+    }
+  } catch (const Error& e) {
+    return result(second, Outcome::failed, concat("gradgradcheck of '", op.name(), "': the op threw: ", e.what()));
+  }
+  for (const auto& var : first.inputs) second.output_names.push_back("the gradient of " + var.name);
+
+  // The first backward; with create_graph its result is recorded (second order). Inputs the
+  // backward gives no gradient get zeros (a constant).
+  auto first_backward = [call, diff_outputs, n_in](const std::vector<Tensor>& vars, bool create_graph) {
+    std::vector<Tensor> xs(vars.begin(), vars.begin() + static_cast<std::ptrdiff_t>(n_in));
+    std::vector<Tensor> gos(vars.begin() + static_cast<std::ptrdiff_t>(n_in), vars.end());
+    if (!create_graph) {
+      for (auto& x : xs) x = x.detach().set_requires_grad(true);
+    }
+    std::vector<Tensor> outs = pick(run_op(*call, xs), *diff_outputs);
+    std::vector<Tensor> used_outs, used_gos;
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (outs[k].requires_grad()) {
+        used_outs.push_back(outs[k]);
+        used_gos.push_back(gos[k]);
+      }
+    }
+    std::vector<Tensor> grads = autograd::grad(used_outs, xs, used_gos, /*retain_graph=*/true, create_graph,
+                                               /*allow_unused=*/true);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined()) grads[i] = zeros(xs[i].sizes(), xs[i].options());
+    }
+    return grads;
+  };
+  second.evaluate = [first_backward](const std::vector<Tensor>& vars) { return first_backward(vars, false); };
+  second.record = [first_backward](const std::vector<Tensor>& vars) { return first_backward(vars, true); };
+
+  // The claim: with create_graph, some gradient is itself recorded.
+  try {
+    std::vector<Tensor> leaves = make_leaves(second);
+    bool recorded = false;
+    for (const Tensor& g : second.record(leaves)) recorded = recorded || g.requires_grad();
+    if (!recorded) {
+      return skipped("gradgradcheck",
+                     concat("'", op.name(), "' does not support double backward: with create_graph = true its ",
+                                    "backward returns gradients that do not require grad (write the backward with ",
+                                    "differentiable operators to claim it)"));
+    }
+  } catch (const Error& e) {
+    return result(second, Outcome::failed,
+                  concat("gradgradcheck of '", op.name(), "': backward with create_graph = true threw: ", e.what(),
+                                 " Sample: ", second.sample, "."));
+  }
+  return check_jacobian(second, options);
+}
+
+namespace detail {
+namespace {
+
+// gradcheck / gradgradcheck on ctx.sample. opcheck's atol/rtol, when given, replace gradcheck's
+// own defaults (the dtype defaults do not apply: the comparison is of float64 finite differences).
+class GradcheckCheck final : public Check {
+ public:
+  explicit GradcheckCheck(bool second_order) : second_order_(second_order) {}
+  std::string_view name() const override { return second_order_ ? "gradgradcheck" : "gradcheck"; }
+  CheckResult run(const CheckContext& ctx) const override {
+    GradcheckOptions options;
+    if (ctx.tolerance.atol) options.atol = *ctx.tolerance.atol;
+    if (ctx.tolerance.rtol) options.rtol = *ctx.tolerance.rtol;
+    return second_order_ ? gradgradcheck(ctx.op, ctx.sample.args, options) : gradcheck(ctx.op, ctx.sample.args, options);
+  }
+
+ private:
+  bool second_order_;
+};
+
+}  // namespace
+
+std::unique_ptr<Check> make_gradcheck() { return std::make_unique<GradcheckCheck>(false); }
+std::unique_ptr<Check> make_gradgradcheck() { return std::make_unique<GradcheckCheck>(true); }
+
+}  // namespace detail
+}  // namespace opconform::conformance

@@ -1,0 +1,182 @@
+// Describing and cloning samples (sample.h).
+#include "opconform/conformance/sample.h"
+
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "opconform/core/autograd.h"
+#include "opconform/core/storage.h"
+
+namespace opconform::conformance {
+namespace {
+
+void describe_tensor(std::ostream& out, const Tensor& t) {
+  if (!t.defined()) {
+    out << "undefined";
+    return;
+  }
+  out << name(t.dtype()) << "[";
+  for (int64_t d = 0; d < t.dim(); ++d) out << (d ? ", " : "") << t.size(d);
+  out << "]";
+  // Only what differs from a plain contiguous CPU tensor: that is what explains a failure.
+  if (!t.is_contiguous()) {
+    out << " strides [";
+    for (int64_t d = 0; d < t.dim(); ++d) out << (d ? ", " : "") << t.stride(d);
+    out << "]";
+  }
+  if (t.storage_offset() != 0) out << " offset " << t.storage_offset();
+  if (!t.device().is_cpu()) out << " on " << t.device().to_string();
+  if (t.requires_grad()) out << " requires_grad";
+}
+
+void describe_value(std::ostream& out, const IValue& v) {
+  if (v.is_tensor()) {
+    describe_tensor(out, v.to_tensor());
+  } else if (v.is_tensor_list()) {
+    out << "[";
+    const auto& l = v.to_tensor_list();
+    for (size_t i = 0; i < l.size(); ++i) {
+      if (i) out << ", ";
+      describe_tensor(out, l[i]);
+    }
+    out << "]";
+  } else if (const auto* ol = v.get_if<std::vector<std::optional<Tensor>>>()) {
+    out << "[";
+    for (size_t i = 0; i < ol->size(); ++i) {
+      if (i) out << ", ";
+      if ((*ol)[i]) describe_tensor(out, *(*ol)[i]);
+      else out << "None";
+    }
+    out << "]";
+  } else {
+    out << v.repr();
+  }
+}
+
+// A copy of a storage's bytes on the same device (through the host for non-CPU devices).
+std::shared_ptr<Storage> copy_storage(const Storage& s) {
+  auto copy = Storage::allocate(s.nbytes(), s.device());
+  if (s.nbytes() == 0) return copy;
+  if (s.device().is_cpu()) {
+    std::memcpy(copy->data(), s.data(), s.nbytes());
+  } else {
+    std::vector<unsigned char> host(s.nbytes());
+    Allocator& a = allocator_for(s.device().type);
+    a.copy_to_host(host.data(), s.data(), s.nbytes(), s.device());
+    a.copy_from_host(copy->data(), host.data(), s.nbytes(), s.device());
+  }
+  return copy;
+}
+
+// Clones the tensors of a stack. Decision: a clone copies the whole storage and rebuilds the
+// view on it, instead of t.clone(), so that the clone keeps exactly the sample's strides and
+// storage offset (overlapping and stride-0 views included, which clone() makes contiguous), and
+// arguments that shared memory in the sample still share it in the clones (one copy per
+// storage, the same object for the same tensor). Checks must see the operator run on what the
+// user passed. The price is copying all of a big base for a small view.
+class Cloner {
+ public:
+  Tensor operator()(const Tensor& t) {
+    if (!t.defined()) return t;
+    for (const auto& [original, clone] : same_) {
+      if (original.is_same(t)) return clone;
+    }
+    Tensor c;
+    if (!t.storage()->has_data() || t.is_fake()) {
+      c = t.detach();  // metadata only: nothing to protect from writes
+    } else {
+      auto& storage = storages_[t.storage().get()];
+      if (!storage) storage = copy_storage(*t.storage());
+      c = make_tensor(storage, t.sizes(), t.strides(), t.storage_offset(), t.dtype());
+    }
+    // A leaf that requires grad, like the sample's tensor but with no history.
+    if (t.requires_grad()) c.set_requires_grad(true);
+    same_.emplace_back(t, c);
+    return c;
+  }
+
+ private:
+  std::map<const Storage*, std::shared_ptr<Storage>> storages_;
+  std::vector<std::pair<Tensor, Tensor>> same_;
+};
+
+void collect_tensors(const IValue& v, std::vector<Tensor>& out) {
+  if (v.is_tensor()) {
+    if (v.to_tensor().defined()) out.push_back(v.to_tensor());
+  } else if (v.is_tensor_list()) {
+    for (const Tensor& t : v.to_tensor_list()) {
+      if (t.defined()) out.push_back(t);
+    }
+  } else if (const auto* ol = v.get_if<std::vector<std::optional<Tensor>>>()) {
+    for (const auto& t : *ol) {
+      if (t && t->defined()) out.push_back(*t);
+    }
+  } else if (v.tag() == IValue::Tag::GenericList) {
+    for (const IValue& e : v.to_generic_list()) collect_tensors(e, out);
+  }
+}
+
+}  // namespace
+
+std::string describe(const Stack& args, const std::vector<std::string>& names) {
+  std::ostringstream out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i) out << ", ";
+    if (i < names.size() && !names[i].empty()) out << names[i] << ": ";
+    describe_value(out, args[i]);
+  }
+  return out.str();
+}
+
+Stack clone_args(const Stack& args) {
+  Cloner cloner;
+  Stack out;
+  out.reserve(args.size());
+  for (const IValue& v : args) out.push_back(map_tensors(v, std::ref(cloner)));
+  return out;
+}
+
+IValue map_tensors(const IValue& v, const std::function<Tensor(const Tensor&)>& fn) {
+  auto apply = [&](const Tensor& t) { return t.defined() ? fn(t) : t; };
+  switch (v.tag()) {
+    case IValue::Tag::Tensor: return IValue(apply(v.to_tensor()));
+    case IValue::Tag::TensorList: {
+      std::vector<Tensor> out;
+      for (const Tensor& t : v.to_tensor_list()) out.push_back(apply(t));
+      return IValue(std::move(out));
+    }
+    case IValue::Tag::OptionalTensorList: {
+      std::vector<std::optional<Tensor>> out;
+      for (const auto& t : *v.get_if<std::vector<std::optional<Tensor>>>()) {
+        out.push_back(t ? std::optional<Tensor>(apply(*t)) : std::nullopt);
+      }
+      return IValue(std::move(out));
+    }
+    case IValue::Tag::GenericList: {
+      // A deep copy: the list object itself is shared between IValue copies.
+      std::vector<IValue> out;
+      for (const IValue& e : v.to_generic_list()) out.push_back(map_tensors(e, fn));
+      return IValue::list(std::move(out));
+    }
+    default: return v;
+  }
+}
+
+std::vector<Tensor> tensors_in(const IValue& value) {
+  std::vector<Tensor> out;
+  collect_tensors(value, out);
+  return out;
+}
+
+std::vector<std::string> argument_names(const FunctionSchema& schema) {
+  std::vector<std::string> names;
+  for (const Argument& a : schema.arguments) names.push_back(a.name);
+  return names;
+}
+
+std::string description_of(const Sample& sample, const FunctionSchema& schema) {
+  return sample.description.empty() ? describe(sample.args, argument_names(schema)) : sample.description;
+}
+
+}  // namespace opconform::conformance

@@ -1,0 +1,432 @@
+// Sample generation, constraints and the shrinking search (generate.h, constraints.h).
+#include "opconform/conformance/generate.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "opconform/conformance/constraints.h"
+#include "opconform/core/schema.h"
+#include "support/error_of.h"
+
+namespace opconform::conformance {
+namespace {
+
+using ::testing::HasSubstr;
+
+GenerateSpec spec_with(int count, uint64_t seed = 1234) {
+  GenerateSpec spec;
+  spec.count = count;
+  spec.seed = seed;
+  return spec;
+}
+
+CheckResult result(std::string check, Outcome outcome = Outcome::passed) {
+  CheckResult r;
+  r.check = std::move(check);
+  r.outcome = outcome;
+  return r;
+}
+CheckResult crashed_result() { return result("c", Outcome::crashed); }
+
+// An argument constraint on values only.
+ArgConstraint values(std::optional<double> min, std::optional<double> max, bool positive = false, bool nan = true,
+                     bool inf = true) {
+  ArgConstraint c;
+  c.values.min = min;
+  c.values.max = max;
+  c.values.positive = positive;
+  c.values.allow_nan = nan;
+  c.values.allow_inf = inf;
+  return c;
+}
+
+// Sets (or, with nullopt, unsets) an environment variable for one scope. Tests that pass a
+// seed unset OPCONFORM_SEED, which would override it (a replay of this binary sets it).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) ::setenv(name, value->c_str(), 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// ---- the schema is respected ----
+
+TEST(Generate, ArgumentsFollowTheSchemaTypesAndArity) {
+  auto schema = parse_schema(
+      "test::many(Tensor self, Tensor? maybe, int n, float f, bool b, Scalar s, int[] shape, float[2] pair, "
+      "Tensor[] ts, ScalarType dtype, *, Device device, int k=3) -> Tensor");
+  for (const auto& sample : generate_samples(schema, {}, spec_with(150))) {
+    ASSERT_EQ(sample.args.size(), schema.arguments.size());
+    const auto& a = sample.args;
+    EXPECT_TRUE(a[0].is_tensor());
+    EXPECT_TRUE(a[1].is_none() || a[1].is_tensor());
+    EXPECT_TRUE(a[2].is_int());
+    EXPECT_TRUE(a[3].is_double());
+    EXPECT_TRUE(a[4].is_bool());
+    EXPECT_TRUE(a[5].is_scalar());
+    EXPECT_NE(a[6].get_if<std::vector<int64_t>>(), nullptr);
+    ASSERT_NE(a[7].get_if<std::vector<double>>(), nullptr);
+    EXPECT_EQ(a[7].get_if<std::vector<double>>()->size(), 2u);
+    ASSERT_TRUE(a[8].is_tensor_list());
+    EXPECT_GE(a[8].to_tensor_list().size(), 1u);
+    EXPECT_NE(a[9].get_if<DType>(), nullptr);
+    EXPECT_NE(a[10].get_if<Device>(), nullptr);
+    EXPECT_TRUE(a[11].is_int());
+    EXPECT_FALSE(sample.description.empty());
+    // Default dtypes: float32 and float64; spec devices: cpu.
+    const Tensor& self = a[0].to_tensor();
+    EXPECT_TRUE(self.dtype() == DType::Float32 || self.dtype() == DType::Float64);
+    EXPECT_TRUE(self.device().is_cpu());
+    EXPECT_LE(self.dim(), 4);
+  }
+}
+
+TEST(Generate, ExpandedLayoutsAreNeverGivenToMutableInputs) {
+  auto schema = parse_schema("test::add_(Tensor(a!) self, Tensor other) -> Tensor(a!)");
+  bool other_expanded = false;
+  for (const auto& s : generate_samples(schema, {}, spec_with(300))) {
+    auto has_zero_stride = [](const Tensor& t) {
+      for (int64_t d = 0; d < t.dim(); ++d)
+        if (t.stride(d) == 0 && t.size(d) > 1) return true;
+      return false;
+    };
+    EXPECT_FALSE(has_zero_stride(s.args[0].to_tensor())) << s.description;
+    other_expanded = other_expanded || has_zero_stride(s.args[1].to_tensor());
+  }
+  EXPECT_TRUE(other_expanded);
+}
+
+TEST(Generate, ArgumentsWithDefaultsSometimesTakeThem) {
+  auto schema = parse_schema("test::f(Tensor x, int k=7, float? eps=None) -> Tensor");
+  int k_default = 0, eps_none = 0, eps_value = 0;
+  for (const auto& s : generate_samples(schema, {}, spec_with(200))) {
+    k_default += s.args[1].to_int() == 7;
+    (s.args[2].is_none() ? eps_none : eps_value)++;
+  }
+  EXPECT_GT(k_default, 0);
+  EXPECT_GT(eps_none, 0);
+  EXPECT_GT(eps_value, 0);
+}
+
+TEST(Generate, UngeneratableArgumentWithoutDefaultIsAnError) {
+  auto schema = parse_schema("test::g(Tensor x, Generator gen) -> Tensor");
+  auto message = testing::error_message([&] { (void)sample_gen(schema, {}, {}); });
+  EXPECT_THAT(message, HasSubstr("gen"));
+  EXPECT_THAT(message, HasSubstr("Generator"));
+  // An optional Generator is always None.
+  auto optional = parse_schema("test::g(Tensor x, Generator? gen=None) -> Tensor");
+  for (const auto& s : generate_samples(optional, {}, spec_with(20))) EXPECT_TRUE(s.args[1].is_none());
+}
+
+// ---- constraints are respected ----
+
+TEST(Generate, RelationsAndValueConstraintsHold) {
+  auto schema = parse_schema(
+      "test::rel(Tensor a, Tensor b, Tensor c, Tensor p, int dim, int[] dims, int[] shape) -> Tensor");
+  InputConstraints c;
+  c.relate(same_shape("a", "b"))
+      .relate(broadcastable("a", "c"))
+      .relate(dim_in_range("dim", "a"))
+      .relate(list_length_equals_rank("dims", "c"))
+      .relate(dim_in_range("dims", "c"))
+      .relate(size_positive("shape"))
+      .relate(size_positive("p"))
+      .arg("p", [] {
+        ArgConstraint p = values(std::nullopt, std::nullopt, /*positive=*/true, /*nan=*/false);
+        p.dtypes = {DType::Float64};
+        p.min_rank = 1;
+        return p;
+      }());
+  int broadcast_differs = 0;
+  for (const auto& s : generate_samples(schema, c, spec_with(200))) {
+    EXPECT_THAT(constraint_violations(schema, c, s.args), ::testing::IsEmpty()) << s.description;
+    const Tensor& a = s.args[0].to_tensor();
+    const Tensor& cc = s.args[2].to_tensor();
+    const Tensor& p = s.args[3].to_tensor();
+    EXPECT_TRUE(std::ranges::equal(a.sizes(), s.args[1].to_tensor().sizes()));
+    EXPECT_NO_THROW((void)broadcast_shapes(a.sizes(), cc.sizes())) << s.description;
+    broadcast_differs += !std::ranges::equal(a.sizes(), cc.sizes());
+    EXPECT_EQ(p.dtype(), DType::Float64);
+    EXPECT_GE(p.dim(), 1);
+    EXPECT_GT(p.numel(), 0);
+    for (double v : p.to_vector<double>()) EXPECT_GT(v, 0) << s.description;
+    const int64_t dim = s.args[4].to_int(), rank = std::max<int64_t>(a.dim(), 1);
+    EXPECT_TRUE(dim >= -rank && dim < rank) << s.description;
+    EXPECT_EQ(static_cast<int64_t>(s.args[5].to<std::vector<int64_t>>().size()), cc.dim());
+    for (int64_t x : s.args[6].to<std::vector<int64_t>>()) EXPECT_GT(x, 0);
+  }
+  EXPECT_GT(broadcast_differs, 0);
+}
+
+TEST(Generate, DeclaredDtypesAndRangesWin) {
+  auto schema = parse_schema("test::idx(Tensor x, Tensor index) -> Tensor");
+  InputConstraints c;
+  ArgConstraint index = values(0, 3);
+  index.dtypes = {DType::Int64};
+  c.arg("index", index);
+  c.arg("x", values(-1, 1));
+  for (const auto& s : generate_samples(schema, c, spec_with(150))) {
+    const Tensor& index = s.args[1].to_tensor();
+    EXPECT_EQ(index.dtype(), DType::Int64);
+    for (double v : index.to_vector<double>()) EXPECT_TRUE(v >= 0 && v <= 3) << s.description;
+    EXPECT_THAT(constraint_violations(schema, c, s.args), ::testing::IsEmpty()) << s.description;
+  }
+}
+
+TEST(Constraints, ValidatorNamesTheViolation) {
+  auto schema = parse_schema("test::v(Tensor a, Tensor b, int dim) -> Tensor");
+  InputConstraints c;
+  c.relate(same_shape("a", "b")).relate(dim_in_range("dim", "a")).arg("a", values(std::nullopt, std::nullopt, false, /*nan=*/false));
+  Stack ok{IValue(zeros({2, 3})), IValue(ones({2, 3})), IValue(int64_t{-2})};
+  EXPECT_THAT(constraint_violations(schema, c, ok), ::testing::IsEmpty());
+  Stack bad{IValue(full({2, 3}, Scalar(std::nan("")))), IValue(ones({3, 2})), IValue(int64_t{2})};
+  auto v = constraint_violations(schema, c, bad);
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_THAT(v[0], HasSubstr("a: value nan"));
+  EXPECT_THAT(v[1], HasSubstr("same shape"));
+  EXPECT_THAT(v[2], HasSubstr("dim = 2 is not a dimension of a"));
+}
+
+TEST(Constraints, ValidationRejectsUnknownNamesAndWrongTypes) {
+  auto schema = parse_schema("test::v(Tensor a, float f) -> Tensor");
+  EXPECT_THAT(testing::error_message([&] { validate_constraints(schema, InputConstraints().relate(same_shape("a", "x"))); }),
+              HasSubstr("'x'"));
+  EXPECT_THAT(testing::error_message([&] { validate_constraints(schema, InputConstraints().relate(dim_in_range("f", "a"))); }),
+              HasSubstr("dim_in_range(f, a) needs an int"));
+}
+
+TEST(Constraints, TableIsPerOpWithOverloadFallback) {
+  declare_constraints("gentest::op", InputConstraints().relate(size_positive("x")));
+  ASSERT_TRUE(declared_constraints("gentest::op").has_value());
+  EXPECT_TRUE(declared_constraints("gentest::op.Tensor").has_value());  // overloads share it
+  EXPECT_FALSE(declared_constraints("gentest::other").has_value());
+  EXPECT_TRUE(undeclare_constraints("gentest::op"));
+  EXPECT_FALSE(declared_constraints("gentest::op").has_value());
+}
+
+// ---- coverage ----
+
+TEST(Generate, CoversScalarsEmptiesNonContiguousAndSpecialValues) {
+  auto schema = parse_schema("test::unary(Tensor x) -> Tensor");
+  int scalars = 0, empties = 0, non_contiguous = 0, nans = 0, infs = 0, offsets = 0;
+  for (const auto& s : generate_samples(schema, {}, spec_with(200))) {
+    const Tensor& x = s.args[0].to_tensor();
+    scalars += x.dim() == 0;
+    empties += x.numel() == 0;
+    non_contiguous += !x.is_contiguous();
+    offsets += x.storage_offset() > 0;
+    auto values = x.to_vector<double>();
+    nans += std::any_of(values.begin(), values.end(), [](double v) { return std::isnan(v); });
+    infs += std::any_of(values.begin(), values.end(), [](double v) { return std::isinf(v); });
+  }
+  EXPECT_GT(scalars, 0);
+  EXPECT_GT(empties, 0);
+  EXPECT_GT(non_contiguous, 0);
+  EXPECT_GT(offsets, 0);
+  EXPECT_GT(nans, 0);
+  EXPECT_GT(infs, 0);
+}
+
+TEST(Generate, SpecSwitchesCoverageOff) {
+  auto schema = parse_schema("test::unary(Tensor x) -> Tensor");
+  GenerateSpec spec = spec_with(200);
+  spec.include_non_contiguous = spec.include_empty = spec.include_scalars = spec.include_special_values = false;
+  spec.dtypes = {DType::Float16, DType::Int32};
+  for (const auto& s : generate_samples(schema, {}, spec)) {
+    const Tensor& x = s.args[0].to_tensor();
+    EXPECT_TRUE(x.is_contiguous()) << s.description;
+    EXPECT_GT(x.numel(), 0) << s.description;
+    EXPECT_GE(x.dim(), 1) << s.description;
+    EXPECT_TRUE(x.dtype() == DType::Float16 || x.dtype() == DType::Int32);
+    for (double v : x.to_vector<double>()) EXPECT_TRUE(std::isfinite(v) && std::abs(v) <= 10) << s.description;
+  }
+}
+
+TEST(Generate, NoNanWhereTheConstraintForbidsIt) {
+  auto schema = parse_schema("test::unary(Tensor x) -> Tensor");
+  InputConstraints c;
+  c.arg("x", values(std::nullopt, std::nullopt, false, /*nan=*/false, /*inf=*/false));
+  for (const auto& s : generate_samples(schema, c, spec_with(200)))
+    for (double v : s.args[0].to_tensor().to_vector<double>()) EXPECT_TRUE(std::isfinite(v)) << s.description;
+}
+
+// ---- determinism ----
+
+TEST(Generate, SameSeedSameSamples) {
+  ScopedEnv no_override("OPCONFORM_SEED", std::nullopt);
+  auto schema = parse_schema("test::bin(Tensor a, Tensor b, int dim, Scalar alpha=1) -> Tensor");
+  InputConstraints c;
+  c.relate(broadcastable("a", "b")).relate(dim_in_range("dim", "a"));
+  auto first = generate_samples(schema, c, spec_with(60, 99));
+  auto second = generate_samples(schema, c, spec_with(60, 99));
+  auto other = generate_samples(schema, c, spec_with(60, 100));
+  ASSERT_EQ(first.size(), second.size());
+  bool differs = false;
+  for (size_t i = 0; i < first.size(); ++i) {
+    EXPECT_EQ(first[i].description, second[i].description);
+    for (size_t k : {0u, 1u}) {
+      const Tensor& x = first[i].args[k].to_tensor();
+      const Tensor& y = second[i].args[k].to_tensor();
+      EXPECT_TRUE(std::ranges::equal(x.strides(), y.strides()));
+      EXPECT_TRUE(equal(x, y));
+    }
+    differs = differs || first[i].description != other[i].description;
+  }
+  EXPECT_TRUE(differs);
+}
+
+// ---- find_failure ----
+
+// A kernel with a stride bug: it walks memory from the first element as if the input were
+// contiguous (reading only inside the storage, so that the bug is well defined).
+Tensor buggy_negate(const Tensor& x) {
+  Tensor out = empty(x.sizes(), TensorOptions(DType::Float64));
+  const double* in = x.const_data_ptr<double>();
+  const int64_t available = static_cast<int64_t>(x.storage()->nbytes() / sizeof(double)) - x.storage_offset();
+  double* o = out.mutable_data_ptr<double>();
+  for (int64_t i = 0; i < x.numel(); ++i) o[i] = i < available ? -in[i] : 0.0;
+  return out;
+}
+
+// The property: the kernel on x equals the kernel on a contiguous copy of x.
+CheckResult stride_property(const Sample& s) {
+  const Tensor& x = s.args[0].to_tensor();
+  CheckResult r = result("stride_probe");
+  if (!equal(buggy_negate(x), buggy_negate(x.contiguous()))) {
+    r.outcome = Outcome::failed;
+    r.message = "test::negate: non-contiguous input gives a different result than its contiguous copy";
+  }
+  return r;
+}
+
+GenerateSpec float64_spec(uint64_t seed) {
+  GenerateSpec spec = spec_with(100, seed);
+  spec.dtypes = {DType::Float64};
+  return spec;
+}
+
+TEST(FindFailure, StrideBugShrinksToTwoElementNonContiguousTensor) {
+  ScopedEnv no_override("OPCONFORM_SEED", std::nullopt);
+  auto schema = parse_schema("test::negate(Tensor x) -> Tensor");
+  auto failure = find_failure(schema, "test::negate", stride_property, float64_spec(42));
+  ASSERT_TRUE(failure.has_value());
+  const Tensor& x = failure->minimal.args[0].to_tensor();
+  EXPECT_EQ(x.numel(), 2) << failure->minimal.description;
+  EXPECT_FALSE(x.is_contiguous()) << failure->minimal.description;
+  EXPECT_EQ(failure->result.outcome, Outcome::failed);
+  EXPECT_EQ(failure->result.minimal_input, failure->minimal.description);
+  EXPECT_EQ(failure->seed, 42u);
+  EXPECT_THAT(failure->replay, HasSubstr("OPCONFORM_SEED=42 "));
+  EXPECT_EQ(failure->result.repro, failure->replay);
+  EXPECT_GT(failure->shrinks, 0);
+}
+
+TEST(FindFailure, ShrinksForEverySeed) {
+  ScopedEnv no_override("OPCONFORM_SEED", std::nullopt);
+  auto schema = parse_schema("test::negate(Tensor x) -> Tensor");
+  for (uint64_t seed : {1u, 7u, 2024u, 31337u}) {
+    auto failure = find_failure(schema, "test::negate", stride_property, float64_spec(seed));
+    ASSERT_TRUE(failure.has_value()) << seed;
+    const Tensor& x = failure->minimal.args[0].to_tensor();
+    EXPECT_EQ(x.numel(), 2) << seed << ": " << failure->minimal.description;
+    EXPECT_FALSE(x.is_contiguous()) << seed << ": " << failure->minimal.description;
+  }
+}
+
+TEST(FindFailure, ReplayWithTheReportedSeedGivesTheSameMinimalSample) {
+  auto schema = parse_schema("test::negate(Tensor x) -> Tensor");
+  GenerateSpec random_seed = float64_spec(0);  // a random seed, reported in the failure
+  auto failure = find_failure(schema, "test::negate", stride_property, random_seed);
+  ASSERT_TRUE(failure.has_value());
+  ASSERT_NE(failure->seed, 0u);
+  // What the replay line does: the same search under OPCONFORM_SEED.
+  ScopedEnv env("OPCONFORM_SEED", std::to_string(failure->seed));
+  auto replayed = find_failure(schema, "test::negate", stride_property, random_seed);
+  ASSERT_TRUE(replayed.has_value());
+  EXPECT_EQ(replayed->seed, failure->seed);
+  EXPECT_EQ(replayed->minimal.description, failure->minimal.description);
+  EXPECT_EQ(replayed->shrinks, failure->shrinks);
+  const Tensor& a = failure->minimal.args[0].to_tensor();
+  const Tensor& b = replayed->minimal.args[0].to_tensor();
+  EXPECT_TRUE(std::ranges::equal(a.strides(), b.strides()));
+  EXPECT_EQ(a.storage_offset(), b.storage_offset());
+  EXPECT_TRUE(equal(a, b));
+}
+
+TEST(FindFailure, PassingPropertyFindsNothing) {
+  auto schema = parse_schema("test::bin(Tensor a, Tensor b) -> Tensor");
+  int runs = 0;
+  auto failure = find_failure(schema, InputConstraints().relate(broadcastable("a", "b")), "test::bin",
+                              [&](const Sample& s) {
+                                ++runs;
+                                return result("ok");
+                              },
+                              spec_with(50));
+  EXPECT_FALSE(failure.has_value());
+  EXPECT_EQ(runs, 50);
+}
+
+TEST(FindFailure, OnlyFailedAndCrashedCount) {
+  auto schema = parse_schema("test::unary(Tensor x) -> Tensor");
+  for (Outcome o : {Outcome::mistrusted, Outcome::skipped, Outcome::timed_out, Outcome::unsupported}) {
+    auto failure = find_failure(schema, "test::unary", [o](const Sample&) { return result("c", o); },
+                                spec_with(20));
+    EXPECT_FALSE(failure.has_value());
+  }
+  // The property writes its input; the minimal sample is made anew, untouched.
+  auto crashed = find_failure(schema, "test::unary",
+                              [](const Sample& s) {
+                                s.args[0].to_tensor().fill_(5);
+                                return crashed_result();
+                              },
+                              spec_with(20));
+  ASSERT_TRUE(crashed.has_value());
+  // Failing everywhere shrinks to the simplest input: a 0-d zero.
+  EXPECT_EQ(crashed->minimal.args[0].to_tensor().dim(), 0) << crashed->minimal.description;
+  EXPECT_EQ(crashed->minimal.args[0].to_tensor().item().to_double(), 0.0);
+}
+
+TEST(FindFailure, ThrowingPropertyFailsWithTheException) {
+  auto schema = parse_schema("test::unary(Tensor x) -> Tensor");
+  auto failure = find_failure(schema, "test::unary",
+                              [](const Sample& s) -> CheckResult {
+                                if (s.args[0].to_tensor().numel() > 3) throw std::runtime_error("too big");
+                                return result("c");
+                              },
+                              spec_with(100));
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_THAT(failure->result.message, HasSubstr("too big"));
+  EXPECT_EQ(failure->minimal.args[0].to_tensor().numel(), 4) << failure->minimal.description;
+}
+
+TEST(FindFailure, UsesTheDeclaredConstraints) {
+  auto schema = parse_schema("gentest2::pos(Tensor x) -> Tensor");
+  declare_constraints("gentest2::pos", InputConstraints().arg("x", values(std::nullopt, std::nullopt, /*positive=*/true)));
+  auto failure = find_failure(schema, "gentest2::pos",
+                              [](const Sample& s) {
+                                CheckResult r = result("positive");
+                                for (double v : s.args[0].to_tensor().to_vector<double>())
+                                  if (!(v > 0) && !std::isnan(v)) r.outcome = Outcome::failed;  // NaN: allow_nan's business
+                                return r;
+                              },
+                              spec_with(200));
+  undeclare_constraints("gentest2::pos");
+  EXPECT_FALSE(failure.has_value()) << failure->minimal.description;
+}
+
+}  // namespace
+}  // namespace opconform::conformance

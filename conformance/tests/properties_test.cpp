@@ -1,0 +1,267 @@
+// The reference-free properties on correct operators (pass) and on seeded bugs (each flagged by
+// the check that must flag it, with a message that says where).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <stdexcept>
+
+#include "opconform/conformance/check.h"
+#include "opconform/conformance/detail/builtin_checks.h"
+#include "opconform/core/autocast.h"
+#include "opconform/core/custom_op.h"
+#include "opconform/core/vmap.h"
+#include "support/float_ops.h"
+
+namespace opconform::conformance {
+namespace {
+
+using ::testing::HasSubstr;
+using opconform::testing::map;
+
+Tensor values(std::vector<int64_t> sizes, DType dtype = DType::Float32, double start = 0.25) {
+  Tensor t = opconform::empty(sizes, TensorOptions(DType::Float64));
+  double* p = t.mutable_data_ptr<double>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = start + 0.37 * static_cast<double>(i) - 0.01 * static_cast<double>(i * i % 7);
+  return t.to(dtype);
+}
+
+double twice(double v) { return 2 * v; }
+
+class PropertiesTest : public ::testing::Test {
+ protected:
+  CustomOpOptions opts(std::vector<Tag> tags = {}) {
+    CustomOpOptions o;
+    o.registry = &registry;
+    o.tags = std::move(tags);
+    return o;
+  }
+  CheckResult run(std::unique_ptr<Check> check, const CustomOpDef& op, Stack args) {
+    Sample sample(std::move(args));
+    return check->run({op.handle(), sample, tolerance, registry});
+  }
+  // A correct elementwise op: 2x in the input's dtype (map reads through strides).
+  CustomOpDef good(const std::string& name = "t::twice") {
+    return custom_op(name, [](const Tensor& x) { return map(x, twice); }, opts({Tag::pointwise}), {"x"});
+  }
+
+  Registry registry;
+  ToleranceSpec tolerance;
+};
+
+// ---- stride_invariance ----
+
+TEST_F(PropertiesTest, StrideInvariancePassesForAKernelThatReadsThroughStrides) {
+  auto op = good();
+  CheckResult r = run(detail::make_stride_invariance(), op, {IValue(values({3, 4}))});
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+  EXPECT_EQ(r.check, "stride_invariance");
+}
+
+TEST_F(PropertiesTest, StrideInvarianceFlagsAKernelThatAssumesContiguousData) {
+  auto op = custom_op("t::twice_flat", [](const Tensor& x) {
+    Tensor out = opconform::empty(x.sizes(), x.options());
+    const float* in = x.const_data_ptr<float>();  // bug: ignores strides
+    float* o = out.mutable_data_ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) o[i] = 2 * in[i];
+    return out;
+  }, opts(), {"x"});
+  CheckResult r = run(detail::make_stride_invariance(), op, {IValue(values({3, 4}))});
+  ASSERT_EQ(r.outcome, Outcome::failed);
+  EXPECT_THAT(r.message, HasSubstr("'t::twice_flat'"));
+  EXPECT_THAT(r.message, HasSubstr("argument 'x' as a transposed view"));
+  EXPECT_THAT(r.message, HasSubstr("strides"));
+  // The same kernel is right on contiguous data: the other properties pass.
+  EXPECT_EQ(run(detail::make_determinism(), op, {IValue(values({3, 4}))}).outcome, Outcome::passed);
+}
+
+// ---- determinism ----
+
+TEST_F(PropertiesTest, DeterminismPassesAndFlagsAKernelWithACounter) {
+  auto op = good();
+  EXPECT_EQ(run(detail::make_determinism(), op, {IValue(values({4}))}).outcome, Outcome::passed);
+  auto calls = std::make_shared<int>(0);
+  auto drifting = custom_op("t::drifting", [calls](const Tensor& x) {
+    double bias = 1e-6 * (*calls)++;
+    return map(x, [bias](double v) { return 2 * v + bias; });
+  }, opts(), {"x"});
+  CheckResult r = run(detail::make_determinism(), drifting, {IValue(values({4}))});
+  ASSERT_EQ(r.outcome, Outcome::failed);
+  EXPECT_THAT(r.message, HasSubstr("two runs on equal inputs gave different results (bitwise)"));
+  EXPECT_THAT(r.message, HasSubstr("output 0"));
+}
+
+TEST_F(PropertiesTest, DeterminismHonoursTheNondeterministicTags) {
+  auto calls = std::make_shared<int>(0);
+  auto kernel = [calls](const Tensor& x) {
+    double bias = 1e-12 * (*calls)++;  // last-bits noise, as from atomics
+    return map(x, [bias](double v) { return 2 * v + bias; });
+  };
+  auto bitwise = custom_op("t::atomic_sum", kernel, opts({Tag::nondeterministic_bitwise}), {"x"});
+  EXPECT_EQ(run(detail::make_determinism(), bitwise, {IValue(values({4}, DType::Float64))}).outcome, Outcome::passed);
+  auto seeded = custom_op("t::random", kernel, opts({Tag::nondeterministic_seeded}), {"x"});
+  EXPECT_EQ(run(detail::make_determinism(), seeded, {IValue(values({4}))}).outcome, Outcome::skipped);
+}
+
+// ---- dtype_consistency ----
+
+TEST_F(PropertiesTest, DtypeConsistencyPassesAndFlagsHalfPrecisionInternals) {
+  auto op = good();
+  EXPECT_EQ(run(detail::make_dtype_consistency(), op, {IValue(values({5}))}).outcome, Outcome::passed);
+  auto lossy = custom_op("t::twice_in_half", [](const Tensor& x) {
+    // bug: float32 inputs computed in float16
+    Tensor h = x.dtype() == DType::Float32 ? x.to(DType::Float16) : x;
+    return map(h, twice).to(x.dtype());
+  }, opts(), {"x"});
+  CheckResult r = run(detail::make_dtype_consistency(), lossy, {IValue(values({5}))});
+  ASSERT_EQ(r.outcome, Outcome::failed);
+  EXPECT_THAT(r.message, HasSubstr("output 0 in float32 differs from the float64 run"));
+  EXPECT_EQ(run(detail::make_dtype_consistency(), op, {IValue(values({5}, DType::Float64))}).outcome, Outcome::skipped);
+}
+
+TEST_F(PropertiesTest, DtypeConsistencySkipsOpsThatRejectFloat64) {
+  auto op = custom_op("t::float32_only", [](const Tensor& x) {
+    OPCONFORM_CHECK(x.dtype() == DType::Float32, ErrorCode::kInvalidArgument, "t::float32_only: x must be float32");
+    return map(x, twice);
+  }, opts(), {"x"});
+  CheckResult r = run(detail::make_dtype_consistency(), op, {IValue(values({3}))});
+  EXPECT_EQ(r.outcome, Outcome::skipped);
+  EXPECT_THAT(r.message, HasSubstr("rejects float64"));
+}
+
+// ---- edge_shapes ----
+
+TEST_F(PropertiesTest, EdgeShapesPassesForACorrectPointwiseOp) {
+  auto op = good();
+  CheckResult r = run(detail::make_edge_shapes(), op, {IValue(values({2, 3}))});
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+}
+
+TEST_F(PropertiesTest, EdgeShapesFlagsAWrongResultOnEmptyInput) {
+  // bug: an empty input gives a one-element result (no crash, just wrong).
+  auto op = custom_op("t::twice_or_one", [](const Tensor& x) {
+    return x.numel() == 0 ? opconform::zeros({1}, x.options()) : map(x, twice);
+  }, opts({Tag::pointwise}), {"x"});
+  CheckResult r = run(detail::make_edge_shapes(), op, {IValue(values({2, 3}))});
+  ASSERT_EQ(r.outcome, Outcome::failed);
+  EXPECT_THAT(r.message, HasSubstr("zero-size"));
+  EXPECT_THAT(r.message, HasSubstr("has shape [1] but a pointwise op must return the inputs' broadcast shape [0, 3]"));
+}
+
+TEST_F(PropertiesTest, EdgeShapesFlagsANonOpconformExceptionAndAcceptsAClearError) {
+  auto throws_std = custom_op("t::first", [](const Tensor& x) {
+    return scalar_tensor(Scalar(x.to_vector<float>().at(0)));  // std::out_of_range when empty
+  }, opts(), {"x"});
+  CheckResult r = run(detail::make_edge_shapes(), throws_std, {IValue(values({2, 3}))});
+  ASSERT_EQ(r.outcome, Outcome::failed);
+  EXPECT_THAT(r.message, HasSubstr("not an opconform::Error"));
+
+  auto clear = custom_op("t::first_checked", [](const Tensor& x) {
+    OPCONFORM_CHECK(x.numel() > 0, ErrorCode::kInvalidArgument, "t::first_checked: 'x' must not be empty");
+    return scalar_tensor(Scalar(x.to_vector<float>().at(0)));
+  }, opts(), {"x"});
+  EXPECT_EQ(run(detail::make_edge_shapes(), clear, {IValue(values({2, 3}))}).outcome, Outcome::passed);
+}
+
+// ---- vmap_consistency ----
+
+TEST_F(PropertiesTest, VmapConsistencyWithTheFallbackAndWithARule) {
+  auto op = good();
+  CheckResult r = run(detail::make_vmap_consistency(), op, {IValue(values({2, 3}))});
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+  EXPECT_THAT(r.message, HasSubstr("fallback"));  // installed for the check's duration only
+  EXPECT_FALSE(op.handle().kernel_for(DispatchKey::Batched).valid());
+
+  auto ruled = good("t::twice_ruled");
+  ruled.register_vmap([](const VmapInfo&, const Stack& inputs, const std::vector<std::optional<int64_t>>& in_dims) {
+    return std::make_pair(Stack{IValue(map(inputs[0].to_tensor(), twice))}, std::vector<std::optional<int64_t>>{in_dims[0]});
+  });
+  CheckResult rr = run(detail::make_vmap_consistency(), ruled, {IValue(values({2, 3}))});
+  EXPECT_EQ(rr.outcome, Outcome::passed) << rr.message;
+  EXPECT_THAT(rr.message, HasSubstr("registered vmap rule"));
+}
+
+TEST_F(PropertiesTest, VmapConsistencyFlagsAWrongRule) {
+  auto op = good("t::twice_bad_rule");
+  op.register_vmap([](const VmapInfo&, const Stack& inputs, const std::vector<std::optional<int64_t>>& in_dims) {
+    // bug: uses batch element 0 for every element
+    Tensor x = move_batch_dim(inputs[0].to_tensor(), in_dims[0], 0, 3);
+    Tensor first = map(x.select(0, 0), twice);
+    return std::make_pair(Stack{IValue(first)}, std::vector<std::optional<int64_t>>{std::nullopt});
+  });
+  CheckResult r = run(detail::make_vmap_consistency(), op, {IValue(values({2, 3}))});
+  ASSERT_EQ(r.outcome, Outcome::failed);
+  EXPECT_THAT(r.message, HasSubstr("using the registered vmap rule"));
+  EXPECT_THAT(r.message, HasSubstr("batch element 1"));
+}
+
+TEST_F(PropertiesTest, VmapConsistencySkipsOpsWithoutTensorArguments) {
+  auto op = custom_op("t::ones", [](int64_t n) { return opconform::ones({n}); }, opts(), {"n"});
+  EXPECT_EQ(run(detail::make_vmap_consistency(), op, {IValue(int64_t{3})}).outcome, Outcome::skipped);
+}
+
+// ---- autocast_consistency ----
+
+TEST_F(PropertiesTest, AutocastConsistencyPassesForRegisterAutocast) {
+  auto op = good();
+  EXPECT_EQ(run(detail::make_autocast_consistency(), op, {IValue(values({3}))}).outcome, Outcome::skipped);
+  op.register_autocast(DeviceType::CPU, DType::BFloat16);  // not the guard's float16: observed
+  CheckResult r = run(detail::make_autocast_consistency(), op, {IValue(values({3}))});
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+  EXPECT_THAT(r.message, HasSubstr("bfloat16"));
+}
+
+TEST_F(PropertiesTest, AutocastConsistencyFlagsARuleThatCastsFloat64) {
+  auto op = good();
+  // bug: casts every floating tensor, float64 included, then runs the op below autocast.
+  auto rule = registry.impl("t::twice", DispatchKey::AutocastCPU, KernelFunction::from_boxed(
+      [](const OperatorHandle& handle, DispatchKeySet keys, Stack& stack) {
+        for (auto& v : stack) {
+          if (v.is_tensor() && is_floating(v.to_tensor().dtype())) v = IValue(v.to_tensor().to(DType::Float16));
+        }
+        handle.redispatch_boxed(keys.after(DispatchKey::AutocastCPU), stack);
+      }), RegistrationSource::here());
+  CheckResult r = run(detail::make_autocast_consistency(), op, {IValue(values({3}))});
+  ASSERT_EQ(r.outcome, Outcome::failed);
+  EXPECT_THAT(r.message, HasSubstr("float64 inputs changed"));
+}
+
+// ---- error_inputs ----
+
+TEST_F(PropertiesTest, ErrorInputsPassesForAnOpThatValidatesItsArguments) {
+  // Wrong types and missing arguments are refused by the dispatcher; the meta tensor by the op.
+  auto op = custom_op("t::checked", [](const Tensor& x) {
+    OPCONFORM_CHECK(!x.is_meta_data(), ErrorCode::kInvalidArgument, "t::checked: 'x' must hold data");
+    return map(x, twice);
+  }, opts(), {"x"});
+  CheckResult r = run(detail::make_error_inputs(), op, {IValue(values({3}))});
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+}
+
+TEST_F(PropertiesTest, ErrorInputsAcceptsACoreErrorTheDispatcherNames) {
+  // A kernel that reads a meta tensor's data fails deep inside core ("copy_: cannot copy from a
+  // tensor on meta ..."); the dispatcher adds "while calling '<op>'", so the error names the op.
+  auto op = good();
+  CheckResult r = run(detail::make_error_inputs(), op, {IValue(values({3}))});
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+}
+
+TEST_F(PropertiesTest, ErrorInputsFlagsAStdExceptionAndASilentResult) {
+  auto std_throw = custom_op("t::std_throw", [](const Tensor& x) {
+    if (x.is_meta_data()) throw std::invalid_argument("no data");
+    return map(x, twice);
+  }, opts(), {"x"});
+  CheckResult r = run(detail::make_error_inputs(), std_throw, {IValue(values({3}))});
+  ASSERT_EQ(r.outcome, Outcome::failed);
+  EXPECT_THAT(r.message, HasSubstr("meta tensor"));
+  EXPECT_THAT(r.message, HasSubstr("not an opconform::Error"));
+
+  auto silent = custom_op("t::silent", [](const Tensor& x) { return opconform::zeros(x.sizes()); }, opts(), {"x"});
+  CheckResult s = run(detail::make_error_inputs(), silent, {IValue(values({3}))});
+  ASSERT_EQ(s.outcome, Outcome::failed);
+  EXPECT_THAT(s.message, HasSubstr("returned a result instead of an opconform::Error"));
+}
+
+}  // namespace
+}  // namespace opconform::conformance
