@@ -308,6 +308,19 @@ std::vector<Case> bug_cases() {
       return op.handle();
     };
   };
+  // backward = cos(x), whatever grad_output says
+  auto wrong_grad_ignoring_g = [] {
+    return [](Env& e) {
+      auto& op = e.hold(CustomOpDef(custom_op("bug::ignores_g", plain_sin, e.opts(), {"x"})));
+      op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+      op.register_autograd(
+          [](autograd::AutogradContext& ctx, const std::vector<Tensor>&) {
+            return std::vector<Tensor>{map(ctx.saved_tensors().at(0), cos_)};
+          },
+          [](autograd::AutogradContext& ctx, const Stack& in, const Stack&) { ctx.save_for_backward({in[0].to_tensor()}); });
+      return op.handle();
+    };
+  };
   auto grad_sample = [] { return std::vector<Sample>{Sample({IValue(leaf(values({0.5, -1.0, 2.0}, {3}, DType::Float64)))})}; };
   cases.push_back({"wrong_gradient", wrong_grad("bug::grad_sin", [](double x, int64_t) { return std::sin(x); }), grad_sample, "gradcheck"});
   cases.push_back({"gradient_wrong_in_one_element",
@@ -391,6 +404,24 @@ std::vector<Case> bug_cases() {
     op.register_fake([](const Tensor& x) { return empty(x.sizes(), TensorOptions(x.dtype(), Device::meta())); });
     return op.handle();
   }, one_tensor, "test_faketensor"});
+  cases.push_back({"fake_wrong_storage_offset", [](Env& e) {
+    auto& op = e.hold(CustomOpDef(custom_op("bug::fake_offset", plain_sin, e.opts(), {"x"})));
+    op.register_fake([](const Tensor& x) { return empty({x.numel() + 1}, x.options()).narrow(0, 1, x.numel()); });
+    return op.handle();
+  }, one_tensor, "test_faketensor"});
+  cases.push_back({"backward_ignores_grad_output", wrong_grad_ignoring_g(), grad_sample, "gradcheck"});
+  cases.push_back({"float64_computed_in_float32", [](Env& e) {
+    auto& op = e.hold(CustomOpDef(custom_op("bug::single", [](const Tensor& x) {
+      return map(x.to(DType::Float32), sin_).to(x.dtype());  // float64 in, float32 precision out
+    }, e.opts(), {"x"})));
+    op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    op.register_autograd(
+        [](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
+          return std::vector<Tensor>{zip(g[0], ctx.saved_tensors().at(0), [](double gv, double xv) { return gv * std::cos(xv); })};
+        },
+        [](autograd::AutogradContext& ctx, const Stack& in, const Stack&) { ctx.save_for_backward({in[0].to_tensor()}); });
+    return op.handle();
+  }, grad_sample, "gradcheck"});
   cases.push_back({"write_seen_only_by_the_version_counter", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::bumps", [](const Tensor& x) {
       x.bump_version();  // a write through the API that happens to store the same bytes
