@@ -137,32 +137,6 @@ Stack clone_args(const Stack& args) {
   return out;
 }
 
-IValue map_tensors(const IValue& v, const std::function<Tensor(const Tensor&)>& fn) {
-  auto apply = [&](const Tensor& t) { return t.defined() ? fn(t) : t; };
-  switch (v.tag()) {
-    case IValue::Tag::Tensor: return IValue(apply(v.to_tensor()));
-    case IValue::Tag::TensorList: {
-      std::vector<Tensor> out;
-      for (const Tensor& t : v.to_tensor_list()) out.push_back(apply(t));
-      return IValue(std::move(out));
-    }
-    case IValue::Tag::OptionalTensorList: {
-      std::vector<std::optional<Tensor>> out;
-      for (const auto& t : *v.get_if<std::vector<std::optional<Tensor>>>()) {
-        out.push_back(t ? std::optional<Tensor>(apply(*t)) : std::nullopt);
-      }
-      return IValue(std::move(out));
-    }
-    case IValue::Tag::GenericList: {
-      // A deep copy: the list object itself is shared between IValue copies.
-      std::vector<IValue> out;
-      for (const IValue& e : v.to_generic_list()) out.push_back(map_tensors(e, fn));
-      return IValue::list(std::move(out));
-    }
-    default: return v;
-  }
-}
-
 std::vector<Tensor> tensors_in(const IValue& value) {
   std::vector<Tensor> out;
   collect_tensors(value, out);

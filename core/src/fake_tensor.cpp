@@ -66,32 +66,6 @@ Tensor build_fake(std::shared_ptr<Storage> storage, IntArrayRef sizes, IntArrayR
   return t;
 }
 
-// Applies fn to every tensor an argument or return value holds (lists included).
-template <typename F>
-IValue map_tensors(const IValue& v, F&& fn) {
-  switch (v.tag()) {
-    case IValue::Tag::Tensor: return IValue(fn(v.to_tensor()));
-    case IValue::Tag::TensorList: {
-      std::vector<Tensor> out;
-      for (const Tensor& t : v.to_tensor_list()) out.push_back(fn(t));
-      return IValue(std::move(out));
-    }
-    case IValue::Tag::OptionalTensorList: {
-      std::vector<std::optional<Tensor>> out;
-      for (const auto& t : *v.get_if<std::vector<std::optional<Tensor>>>()) {
-        out.push_back(t ? std::optional<Tensor>(fn(*t)) : std::nullopt);
-      }
-      return IValue(std::move(out));
-    }
-    case IValue::Tag::GenericList: {
-      std::vector<IValue> out;
-      for (const IValue& e : v.to_generic_list()) out.push_back(map_tensors(e, fn));
-      return IValue::list(std::move(out));
-    }
-    default: return v;
-  }
-}
-
 // Runs fn with the active mode, or with a temporary one when none is active (a fake tensor
 // reached the Fake key outside any mode, or a kernel was called at the key explicitly).
 template <typename F>

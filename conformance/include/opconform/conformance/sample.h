@@ -30,9 +30,7 @@ Stack clone_args(const Stack& args);
 // Every defined tensor a value holds (a Tensor; the elements of Tensor[], Tensor?[] and generic
 // lists), in order.
 std::vector<Tensor> tensors_in(const IValue& value);
-// The value with fn applied to every defined tensor it holds (the same structure; other values
-// as they are; generic lists copied deeply).
-IValue map_tensors(const IValue& value, const std::function<Tensor(const Tensor&)>& fn);
+// (map_tensors, which applies a function to each of them, is in opconform/core/ivalue.h.)
 // The schema's argument names, in order.
 std::vector<std::string> argument_names(const FunctionSchema& schema);
 // What messages call the sample: its description, else describe() with the schema's names.

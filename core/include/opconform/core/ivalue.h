@@ -7,6 +7,7 @@
 #pragma once
 
 #include <complex>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -212,6 +213,10 @@ const T* IValue::get_if() const {
 }
 
 std::ostream& operator<<(std::ostream& out, const IValue& v);
+
+// A copy of v with fn applied to every defined tensor it holds (Tensor, Tensor[], Tensor?[] and
+// generic lists, recursively); other values are copied as they are. Lists are new objects.
+IValue map_tensors(const IValue& v, const std::function<Tensor(const Tensor&)>& fn);
 
 using Stack = std::vector<IValue>;
 
