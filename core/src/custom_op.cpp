@@ -338,11 +338,6 @@ CustomOpDef& CustomOpDef::register_vmap(VmapRule rule) {
   return *this;
 }
 
-CustomOpDef& CustomOpDef::register_dispatch_rule_for(std::type_index mode_type, DispatchRule rule) {
-  state_->extra.push_back(opconform::register_dispatch_rule(state_->name, mode_type, std::move(rule)));
-  return *this;
-}
-
 KernelEnabledGuard CustomOpDef::set_kernel_enabled(DeviceType device_type, bool enabled) {
   bool previous = state_->kernels->enabled[static_cast<size_t>(device_type)].exchange(enabled);
   return KernelEnabledGuard(state_, device_type, previous);

@@ -173,5 +173,49 @@ TEST_F(DispatchModeTest, RegistrationErrors) {
   EXPECT_THROW(DispatchModeGuard(nullptr), Error);
 }
 
+// A tensor-subclass-like wrapper that logs the ops it sees and otherwise runs them unwrapped.
+struct LoggingTensor : TensorSubclass {
+  std::vector<std::string> seen;
+  void dispatch(const OperatorHandle& op, Stack& stack) override {
+    seen.push_back(op.name());
+    TensorSubclass::dispatch(op, stack);
+  }
+};
+struct PlusTenTensor : TensorSubclass {};
+
+TEST_F(DispatchModeTest, WrapperTensorsRouteTheirCallsToTheirSubclass) {
+  auto logging = std::make_shared<LoggingTensor>();
+  Tensor x = vec({1, 2});
+  Tensor wrapped = make_subclass_tensor(x, logging);
+  EXPECT_EQ(subclass_of(wrapped), logging.get());
+  EXPECT_EQ(subclass_of(x), nullptr);
+  EXPECT_TRUE(unwrap_subclass(wrapped).is_same(x));
+  Tensor y = add1(wrapped);  // unwrapped, run, results as they come
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{2, 3}));
+  EXPECT_EQ(subclass_of(y), nullptr);
+  EXPECT_EQ(logging->seen, std::vector<std::string>{"t::add1"});
+  add1(x);  // a plain tensor does not reach the subclass
+  EXPECT_EQ(logging->seen.size(), 1u);
+}
+
+TEST_F(DispatchModeTest, RulesForASubclassTypeReplaceTheOpForItsWrappersOnly) {
+  auto rule = register_dispatch_rule<PlusTenTensor>("t::add1", [](PlusTenTensor&, const OperatorHandle&, Stack& stack) {
+    Tensor a = unwrap_subclass(stack.back().to_tensor());
+    Tensor out = a.clone();
+    for (int64_t i = 0; i < out.numel(); ++i) out.set({i}, Scalar(out.get({i}).to_double() + 10));
+    stack.back() = IValue(out);
+  });
+  Tensor x = vec({1});
+  EXPECT_EQ(add1(make_subclass_tensor(x, std::make_shared<PlusTenTensor>())).item().to<float>(), 11.0f);
+  EXPECT_EQ(add1(x).item().to<float>(), 2.0f);
+  // A mode runs first and sees the wrapper; the subclass handles the call after it.
+  auto logging = std::make_shared<LoggingMode>();
+  {
+    DispatchModeGuard guard(logging);
+    EXPECT_EQ(add1(make_subclass_tensor(x, std::make_shared<PlusTenTensor>())).item().to<float>(), 11.0f);
+  }
+  EXPECT_EQ(logging->seen, std::vector<std::string>{"t::add1"});
+}
+
 }  // namespace
 }  // namespace opconform

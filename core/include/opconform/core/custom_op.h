@@ -104,12 +104,13 @@ class CustomOpDef {
   // Under autocast on `device_type`, floating inputs are cast to `cast_dtype` first.
   CustomOpDef& register_autocast(DeviceType device_type, DType cast_dtype);
   CustomOpDef& register_vmap(VmapRule rule);
-  // A rule for this op under one dispatch mode type (register_torch_dispatch).
-  template <typename Mode>
-  CustomOpDef& register_dispatch_rule(DispatchRule rule) {
-    return register_dispatch_rule_for(std::type_index(typeid(Mode)), std::move(rule));
+  // A rule for this op under one dispatch mode type, or for one tensor-subclass type
+  // (register_torch_dispatch): rule(Type&, const OperatorHandle&, Stack&).
+  template <typename Type, typename F>
+  CustomOpDef& register_dispatch_rule(F rule) {
+    state_->extra.push_back(opconform::register_dispatch_rule<Type>(name(), std::move(rule)));
+    return *this;
   }
-  CustomOpDef& register_dispatch_rule_for(std::type_index mode_type, DispatchRule rule);
   // Disables (or re-enables) the kernel registered with register_kernel for a device type for
   // as long as the guard lives; calls then use the original function.
   [[nodiscard]] KernelEnabledGuard set_kernel_enabled(DeviceType device_type, bool enabled);

@@ -79,16 +79,57 @@ RegistrationHandle install_dispatch_mode_fallback(Registry& registry);
 using DispatchRule = std::function<void(DispatchMode& mode, const OperatorHandle& op, Stack& stack)>;
 RegistrationHandle register_dispatch_rule(std::string op_name, std::type_index mode_type, DispatchRule rule);
 
-// The same for ModeType; the rule may take ModeType& (the mode is always of that type).
-template <typename ModeType, typename F>
+// ---- tensor-subclass-like wrappers (a Tensor subclass with __torch_dispatch__) ----
+//
+// A wrapper tensor stands for an inner tensor (same metadata, same memory) and routes every
+// operator called with it to its TensorSubclass object, below any active dispatch mode (as
+// PyTorch runs modes before subclasses). TensorSubclass::dispatch applies the rule registered
+// for (op, the subclass's type) if any, else unwraps every wrapper argument and runs the op on
+// the inner tensors (results come back unwrapped). Needs install_dispatch_mode_fallback.
+class TensorSubclass {
+ public:
+  virtual ~TensorSubclass();
+  virtual void dispatch(const OperatorHandle& op, Stack& stack);
+  // Replaces every wrapper argument by its inner tensor and runs the op as usual.
+  static void unwrap_and_call(const OperatorHandle& op, Stack& stack);
+};
+
+struct SubclassInfo {
+  std::shared_ptr<TensorSubclass> subclass;
+  Tensor inner;
+};
+
+// A wrapper of `inner` handled by `subclass`.
+Tensor make_subclass_tensor(const Tensor& inner, std::shared_ptr<TensorSubclass> subclass);
+// The handler of a wrapper tensor; null for any other tensor.
+TensorSubclass* subclass_of(const Tensor& t);
+// The inner tensor of a wrapper; the tensor itself for any other tensor.
+Tensor unwrap_subclass(const Tensor& t);
+
+using SubclassDispatchRule = std::function<void(TensorSubclass& subclass, const OperatorHandle& op, Stack& stack)>;
+RegistrationHandle register_subclass_dispatch_rule(std::string op_name, std::type_index subclass_type,
+                                                   SubclassDispatchRule rule);
+
+// A rule for one op under one mode type (Type derives from DispatchMode) or for one tensor-
+// subclass type (Type derives from TensorSubclass): rule(Type&, const OperatorHandle&, Stack&).
+template <typename Type, typename F>
 RegistrationHandle register_dispatch_rule(std::string op_name, F rule) {
-  static_assert(std::is_base_of_v<DispatchMode, ModeType>, "ModeType must derive from DispatchMode");
-  static_assert(std::is_invocable_v<F&, ModeType&, const OperatorHandle&, Stack&>,
-                "the rule must be callable as rule(ModeType&, const OperatorHandle&, Stack&)");
-  return register_dispatch_rule(std::move(op_name), std::type_index(typeid(ModeType)),
-                                [rule = std::move(rule)](DispatchMode& mode, const OperatorHandle& op, Stack& stack) mutable {
-                                  rule(static_cast<ModeType&>(mode), op, stack);
-                                });
+  static_assert(std::is_base_of_v<DispatchMode, Type> || std::is_base_of_v<TensorSubclass, Type>,
+                "the type must derive from DispatchMode or TensorSubclass");
+  static_assert(std::is_invocable_v<F&, Type&, const OperatorHandle&, Stack&>,
+                "the rule must be callable as rule(Type&, const OperatorHandle&, Stack&)");
+  if constexpr (std::is_base_of_v<DispatchMode, Type>) {
+    return register_dispatch_rule(std::move(op_name), std::type_index(typeid(Type)),
+                                  [rule = std::move(rule)](DispatchMode& mode, const OperatorHandle& op, Stack& stack) mutable {
+                                    rule(static_cast<Type&>(mode), op, stack);
+                                  });
+  } else {
+    return register_subclass_dispatch_rule(
+        std::move(op_name), std::type_index(typeid(Type)),
+        [rule = std::move(rule)](TensorSubclass& subclass, const OperatorHandle& op, Stack& stack) mutable {
+          rule(static_cast<Type&>(subclass), op, stack);
+        });
+  }
 }
 
 }  // namespace opconform

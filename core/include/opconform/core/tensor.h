@@ -45,6 +45,7 @@ struct AutogradMeta;  // autograd.h: requires_grad, grad, grad_fn of one tensor
 }
 struct SymShape;      // fake_tensor.h: symbolic sizes and strides of a fake tensor
 struct BatchedInfo;   // vmap.h: the physical tensor, batch dimension and level behind a vmap view
+struct SubclassInfo;  // dispatch_mode.h: the inner tensor and handler of a tensor-subclass-like wrapper
 
 namespace detail {
 // The shared state behind Tensor handles. Reference counted in place (one allocation, one
@@ -62,6 +63,7 @@ struct TensorImpl {
   std::shared_ptr<autograd::AutogradMeta> autograd_meta;
   std::shared_ptr<const SymShape> sym_shape;
   std::shared_ptr<BatchedInfo> batched;
+  std::shared_ptr<const SubclassInfo> subclass;
 
   TensorImpl() = default;
   // A copy of the metadata (a new view); the copy starts with its own count of one.
