@@ -338,6 +338,8 @@ CustomOpDef& CustomOpDef::register_vmap(VmapRule rule) {
   return *this;
 }
 
+void CustomOpDef::keep(RegistrationHandle handle) { state_->extra.push_back(std::move(handle)); }
+
 KernelEnabledGuard CustomOpDef::set_kernel_enabled(DeviceType device_type, bool enabled) {
   bool previous = state_->kernels->enabled[static_cast<size_t>(device_type)].exchange(enabled);
   return KernelEnabledGuard(state_, device_type, previous);

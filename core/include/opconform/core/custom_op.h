@@ -108,7 +108,7 @@ class CustomOpDef {
   // (register_torch_dispatch): rule(Type&, const OperatorHandle&, Stack&).
   template <typename Type, typename F>
   CustomOpDef& register_dispatch_rule(F rule) {
-    state_->extra.push_back(opconform::register_dispatch_rule<Type>(name(), std::move(rule)));
+    keep(opconform::register_dispatch_rule<Type>(name(), std::move(rule)));
     return *this;
   }
   // Disables (or re-enables) the kernel registered with register_kernel for a device type for
@@ -123,6 +123,8 @@ class CustomOpDef {
   template <typename F> auto with_alias_check(F fn) const;
 
  protected:
+  // Keeps a registration made outside the op's library alive as long as the op.
+  void keep(RegistrationHandle handle);
   CustomOpDef& register_kernel_function(std::vector<DeviceType> device_types, KernelFunction kernel);
   CustomOpDef& register_fake_function(KernelFunction kernel, bool allow_override, SourceLocation loc);
   std::shared_ptr<detail::CustomOpState> state_;
