@@ -11,7 +11,7 @@ function(opconform_library)
     $<INSTALL_INTERFACE:include>)
   target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   target_compile_options(${target} PRIVATE
-    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers>)
   set_target_properties(${target} PROPERTIES OUTPUT_NAME opconform_${ARG_NAME})
 endfunction()
 
@@ -25,7 +25,8 @@ function(opconform_test)
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS}
     rapidcheck_gtest rapidcheck GTest::gmock GTest::gtest GTest::gtest_main)
-  target_compile_options(${ARG_NAME} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  # Designated initializers that leave members at their defaults are the intended style.
+  target_compile_options(${ARG_NAME} PRIVATE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
   include(GoogleTest)
   gtest_discover_tests(${ARG_NAME}
     PROPERTIES LABELS "unit;${ARG_LABELS}"
