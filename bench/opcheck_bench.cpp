@@ -37,15 +37,12 @@ Tensor sin_of(const Tensor& x) {
 
 struct Setup {
   Registry registry;
-  std::vector<RegistrationHandle> fallbacks;
+  RegistrationHandle fallbacks = install_builtin_fallbacks(registry);
   std::optional<CustomOpDef> op;
   Sample sample;
   OpcheckOptions options;
 
   Setup() {
-    fallbacks.push_back(autograd::install_autograd_fallback(registry));
-    fallbacks.push_back(install_fake_fallback(registry));
-    fallbacks.push_back(install_vmap_fallback(registry));
     op = custom_op("bench::sin", sin_of, {.registry = &registry}, {"x"});
     op->register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
     op->register_autograd(

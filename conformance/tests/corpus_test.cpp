@@ -35,14 +35,8 @@ Tensor leaf(Tensor t) {
 // The environment PyTorch has built in: the autograd, fake, vmap and dispatch-mode fallbacks.
 struct Env {
   Registry registry;
-  std::vector<RegistrationHandle> handles;
+  RegistrationHandle fallbacks = install_builtin_fallbacks(registry);
   std::vector<std::shared_ptr<void>> keep;  // op definitions and libraries of the case
-  Env() {
-    handles.push_back(autograd::install_autograd_fallback(registry));
-    handles.push_back(install_fake_fallback(registry));
-    handles.push_back(install_vmap_fallback(registry));
-    handles.push_back(install_dispatch_mode_fallback(registry));
-  }
   CustomOpOptions opts(CustomOpOptions o = {}) {
     o.registry = &registry;
     return o;

@@ -354,6 +354,17 @@ KernelEnabledGuard::~KernelEnabledGuard() {
 
 // ---------------------------------------------------------------- free functions
 
+RegistrationHandle install_builtin_fallbacks(Registry& registry) {
+  auto handles = std::make_shared<std::vector<RegistrationHandle>>();
+  handles->push_back(autograd::install_autograd_fallback(registry));
+  handles->push_back(install_fake_fallback(registry));
+  handles->push_back(install_vmap_fallback(registry));
+  handles->push_back(install_dispatch_mode_fallback(registry));
+  return RegistrationHandle([handles] {
+    while (!handles->empty()) handles->pop_back();  // newest first
+  });
+}
+
 std::optional<CustomOpDef> find_custom_op(std::string_view name, Registry& registry) {
   auto& table = detail::custom_op_table();
   std::lock_guard lock(table.mutex);

@@ -42,18 +42,12 @@ Tensor randn(std::vector<int64_t> sizes, uint32_t seed = 1) {
 // fallbacks PyTorch has built in.
 class Tour : public ::testing::Test {
  protected:
-  Tour() {
-    handles.push_back(autograd::install_autograd_fallback(registry));
-    handles.push_back(install_fake_fallback(registry));
-    handles.push_back(install_vmap_fallback(registry));
-    handles.push_back(install_dispatch_mode_fallback(registry));
-  }
   CustomOpOptions opts(CustomOpOptions o = {}) {
     o.registry = &registry;
     return o;
   }
   Registry registry;
-  std::vector<RegistrationHandle> handles;
+  RegistrationHandle fallbacks = install_builtin_fallbacks(registry);
 };
 
 // opcheck's example: numpy_mul with a fake kernel and an autograd formula.

@@ -261,6 +261,11 @@ auto custom_op(std::string name, F fn, CustomOpOptions options = {}, std::vector
   }(static_cast<typename traits::args*>(nullptr));
 }
 
+// The fallbacks PyTorch has built in, for a registry of one's own: autograd (backward through
+// an op without a formula names it), fake (Meta kernels serve as fake ones), vmap (the per-sample
+// loop) and dispatch modes / tensor-subclass wrappers. One handle undoes all four.
+RegistrationHandle install_builtin_fallbacks(Registry& registry);
+
 // The same registrations as free functions on an operator name. For an operator made with
 // custom_op they act on its CustomOpDef; for any other operator they register into a library
 // that the returned handle keeps alive.
