@@ -27,14 +27,6 @@ bool is_int_list(const Type& t) {
   return s.is_list() && (s.elem().kind() == TypeKind::kInt || s.elem().kind() == TypeKind::kSymInt);
 }
 
-std::string shape_string(IntArrayRef sizes) {
-  std::ostringstream out;
-  out << '[';
-  for (size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
-  out << ']';
-  return out.str();
-}
-
 // The integers of an int or int[] value (empty for None and other kinds).
 std::vector<int64_t> ints_of(const IValue& v) {
   if (v.is_int()) return {v.to_int()};

@@ -26,14 +26,6 @@ namespace {
 using autograd::NoGradGuard;
 using opconform::detail::concat;
 
-std::string fmt_sizes(IntArrayRef s) {
-  std::ostringstream out;
-  out << '[';
-  for (size_t i = 0; i < s.size(); ++i) out << (i ? ", " : "") << s[i];
-  out << ']';
-  return out.str();
-}
-
 CheckResult make_result(std::string_view check, Outcome outcome, std::string message, const std::string& op = "",
                         const std::string& sample = "") {
   CheckResult r;
@@ -214,7 +206,7 @@ class StrideInvariance final : public Check {
         with_copy[a] = IValue(variant.contiguous().clone());
         Run got = run_op(ctx.op, with_variant), want = run_op(ctx.op, with_copy);
         const std::string subject = concat("argument '", arg_name(ctx.op, a), "' as ", how, " (sizes ",
-                                           fmt_sizes(variant.sizes()), ", strides ", fmt_sizes(variant.strides()),
+                                           shape_string(variant.sizes()), ", strides ", shape_string(variant.strides()),
                                            ", storage offset ", variant.storage_offset(), ")");
         if (got.error && want.error) continue;  // rejected either way: not a layout question
         if (got.error || want.error) {
@@ -447,7 +439,7 @@ class EdgeShapes final : public Check {
           if (s < 0) {
             return make_result(name(), Outcome::failed,
                                concat("edge_shapes of '", ctx.op.name(), "': ", what, " ", label, " has a negative size ",
-                                      fmt_sizes(out.sizes()), "."),
+                                      shape_string(out.sizes()), "."),
                                ctx.op.name(), sample);
           }
         }
@@ -455,8 +447,8 @@ class EdgeShapes final : public Check {
             !std::equal(out.sizes().begin(), out.sizes().end(), broadcast.begin(), broadcast.end())) {
           return make_result(name(), Outcome::failed,
                              concat("edge_shapes of '", ctx.op.name(), "': ", what, " ", label, " has shape ",
-                                    fmt_sizes(out.sizes()), " but a pointwise op must return the inputs' broadcast shape ",
-                                    fmt_sizes(broadcast), ". Sample: ", sample, "."),
+                                    shape_string(out.sizes()), " but a pointwise op must return the inputs' broadcast shape ",
+                                    shape_string(broadcast), ". Sample: ", sample, "."),
                              ctx.op.name(), sample);
         }
       }

@@ -16,14 +16,10 @@ void describe_tensor(std::ostream& out, const Tensor& t) {
     out << "undefined";
     return;
   }
-  out << name(t.dtype()) << "[";
-  for (int64_t d = 0; d < t.dim(); ++d) out << (d ? ", " : "") << t.size(d);
-  out << "]";
+  out << name(t.dtype()) << shape_string(t.sizes());
   // Only what differs from a plain contiguous CPU tensor: that is what explains a failure.
   if (!t.is_contiguous()) {
-    out << " strides [";
-    for (int64_t d = 0; d < t.dim(); ++d) out << (d ? ", " : "") << t.stride(d);
-    out << "]";
+    out << " strides " << shape_string(t.strides());
   }
   if (t.storage_offset() != 0) out << " offset " << t.storage_offset();
   if (!t.device().is_cpu()) out << " on " << t.device().to_string();

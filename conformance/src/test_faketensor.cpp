@@ -25,12 +25,6 @@ using ::opconform::detail::concat;
 
 constexpr std::string_view kName = "test_faketensor";
 
-std::string sizes_str(IntArrayRef s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 std::string sym_str(const std::vector<SymInt>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + s[i].to_string();
@@ -145,13 +139,13 @@ class TestFakeTensor final : public Check {
       bool sizes_ok = static_cast<int64_t>(fs.size()) == r.dim();
       for (int64_t d = 0; sizes_ok && d < r.dim(); ++d) sizes_ok = size_matches(r.size(d), fs[d]);
       if (!sizes_ok) {
-        mismatch("sizes", sym_str(fs), sizes_str(r.sizes()));
+        mismatch("sizes", sym_str(fs), shape_string(r.sizes()));
         continue;  // strides and the rest would only repeat the shape error
       }
       if (r.numel() > 0) {
         for (int64_t d = 0; d < r.dim(); ++d) {
           if (r.size(d) > 1 && !size_matches(r.stride(d), fst[d])) {
-            mismatch("strides", sym_str(fst), sizes_str(r.strides()));
+            mismatch("strides", sym_str(fst), shape_string(r.strides()));
             break;
           }
         }

@@ -124,12 +124,6 @@ std::string index_str(const std::vector<int64_t>& sizes, int64_t flat) {
   return out + "]";
 }
 
-std::string shape_str(IntArrayRef s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // The verdict on one pair of elements.
 struct PairVerdict {
   bool match;
@@ -303,7 +297,7 @@ Comparison compare(const Tensor& actual, const Tensor& expected, const Tolerance
   }
   if (!std::equal(actual.sizes().begin(), actual.sizes().end(), expected.sizes().begin(), expected.sizes().end())) {
     c.equal = false;
-    c.mismatch = "shape mismatch: actual " + shape_str(actual.sizes()) + ", expected " + shape_str(expected.sizes());
+    c.mismatch = "shape mismatch: actual " + shape_string(actual.sizes()) + ", expected " + shape_string(expected.sizes());
     return c;
   }
   if (actual.dtype() != expected.dtype()) {

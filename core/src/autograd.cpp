@@ -22,14 +22,6 @@ AutogradMeta& ensure_meta(const Tensor& t) {
   return *slot;
 }
 
-std::string shape_string(IntArrayRef sizes) {
-  std::ostringstream out;
-  out << '[';
-  for (size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
-  out << ']';
-  return out.str();
-}
-
 // ---------------------------------------------------------------- CPU helpers
 
 // Keys beyond the device's own backend and autograd key (Fake, ...), kept by metadata results.
@@ -149,7 +141,6 @@ namespace opconform {
 
 using autograd::AutogradMeta;
 using autograd::ensure_meta;
-using autograd::shape_string;
 
 bool Tensor::requires_grad() const {
   const AutogradMeta* m = impl_ ? impl_->autograd_meta.get() : nullptr;

@@ -232,16 +232,18 @@ std::shared_ptr<CustomOpState> define_custom_op(std::string name, FunctionSchema
   state->library.define(schema.to_string(), options.tags, "", loc);
   state->wrap_autograd = std::move(wrap_autograd);
 
-  // What every custom op gets, whatever its function type (Note [Custom op aliasing]).
+  // What every custom op gets, whatever its function type (Note [Custom op aliasing]); these
+  // registrations are the custom_op call's, so they carry its location.
   bool out = std::find(options.tags.begin(), options.tags.end(), Tag::out) != options.tags.end();
   state->library.impl(name,
                       state->wrap_autograd(out ? refuse_autograd_kernel(name) : autograd::not_implemented_autograd_kernel()),
-                      DispatchKey::Autograd);
+                      DispatchKey::Autograd, {}, loc);
   if (auto fake = automatic_fake_kernel(schema, options.tags)) {
-    state->library.impl(name, wrap_fake_kernel(*fake), DispatchKey::Fake);
+    state->library.impl(name, wrap_fake_kernel(*fake), DispatchKey::Fake, {}, loc);
   }
   if (auto device = factory_device_argument(schema)) {
-    state->library.impl(name, backend_select_kernel(*device, schema.arguments.size()), DispatchKey::BackendSelect);
+    state->library.impl(name, backend_select_kernel(*device, schema.arguments.size()), DispatchKey::BackendSelect, {},
+                        loc);
   }
 
   auto& table = custom_op_table();
@@ -251,14 +253,14 @@ std::shared_ptr<CustomOpState> define_custom_op(std::string name, FunctionSchema
 }
 
 void register_default_kernels(CustomOpState& state, KernelFunction fn,
-                              const std::optional<std::vector<DeviceType>>& device_types) {
+                              const std::optional<std::vector<DeviceType>>& device_types, SourceLocation loc) {
   state.kernels->original = fn;
   if (!device_types) {
-    state.library.impl(state.name, std::move(fn), DispatchKey::CompositeExplicitAutograd);
+    state.library.impl(state.name, std::move(fn), DispatchKey::CompositeExplicitAutograd, {}, loc);
     return;
   }
   if (device_types->empty()) fail(state.name, "device_types is an empty list (use nullopt for every device)");
-  for (DeviceType d : *device_types) state.library.impl(state.name, fn, backend_key(d));
+  for (DeviceType d : *device_types) state.library.impl(state.name, fn, backend_key(d), {}, loc);
 }
 
 }  // namespace detail
@@ -272,7 +274,8 @@ Registry& CustomOpDef::registry() const { return *state_->registry; }
 bool CustomOpDef::has_fake() const { return state_->fake_source.has_value(); }
 bool CustomOpDef::has_autograd() const { return state_->has_autograd; }
 
-CustomOpDef& CustomOpDef::register_kernel_function(std::vector<DeviceType> device_types, KernelFunction kernel) {
+CustomOpDef& CustomOpDef::register_kernel_function(std::vector<DeviceType> device_types, KernelFunction kernel,
+                                                   SourceLocation loc) {
   for (DeviceType d : device_types) {
     // Checked on each call, so set_kernel_enabled takes effect at once (one atomic load).
     auto k = KernelFunction::from_boxed([kernels = state_->kernels, d, kernel](const OperatorHandle& op,
@@ -283,7 +286,7 @@ CustomOpDef& CustomOpDef::register_kernel_function(std::vector<DeviceType> devic
         kernels->original.call_boxed(op, keys, stack);
       }
     });
-    state_->library.impl(state_->name, std::move(k), backend_key(d));
+    state_->library.impl(state_->name, std::move(k), backend_key(d), {}, loc);
   }
   return *this;
 }
@@ -299,7 +302,8 @@ CustomOpDef& CustomOpDef::register_fake_function(KernelFunction kernel, bool all
   return *this;
 }
 
-CustomOpDef& CustomOpDef::register_autograd(autograd::BackwardFn backward, autograd::SetupContextFn setup_context) {
+CustomOpDef& CustomOpDef::register_autograd(autograd::BackwardFn backward, autograd::SetupContextFn setup_context,
+                                            SourceLocation loc) {
   if (std::find(state_->tags.begin(), state_->tags.end(), Tag::out) != state_->tags.end()) {
     throw Error(ErrorCode::kRegistration, "register_autograd: '" + state_->name +
                                               "' is an out= operator (Tag::out); out= operators do not support autograd");
@@ -308,12 +312,13 @@ CustomOpDef& CustomOpDef::register_autograd(autograd::BackwardFn backward, autog
   if (!setup_context) setup_context = [](autograd::AutogradContext&, const Stack&, const Stack&) {};
   state_->library.impl(state_->name,
                        state_->wrap_autograd(autograd::make_autograd_kernel(std::move(backward), std::move(setup_context))),
-                       DispatchKey::Autograd);
+                       DispatchKey::Autograd, {}, loc);
   state_->has_autograd = true;
   return *this;
 }
 
-CustomOpDef& CustomOpDef::register_autograd(autograd::BackwardFn backward, KeywordSetupContextFn setup_context) {
+CustomOpDef& CustomOpDef::register_autograd(autograd::BackwardFn backward, KeywordSetupContextFn setup_context,
+                                            SourceLocation loc) {
   std::vector<bool> kwarg_only;
   for (const auto& a : state_->schema.arguments) kwarg_only.push_back(a.kwarg_only);
   return register_autograd(std::move(backward), [kwarg_only, setup_context](autograd::AutogradContext& ctx,
@@ -321,20 +326,17 @@ CustomOpDef& CustomOpDef::register_autograd(autograd::BackwardFn backward, Keywo
     Stack positional, keyword_only;
     for (size_t i = 0; i < inputs.size(); ++i) (i < kwarg_only.size() && kwarg_only[i] ? keyword_only : positional).push_back(inputs[i]);
     setup_context(ctx, positional, keyword_only, outputs);
-  });
+  }, loc);
 }
 
-CustomOpDef& CustomOpDef::register_autocast(DeviceType device_type, DType cast_dtype) {
-  DispatchKey key;
-  if (device_type == DeviceType::CPU) key = DispatchKey::AutocastCPU;
-  else if (device_type == DeviceType::CUDA) key = DispatchKey::AutocastCUDA;
-  else throw Error(ErrorCode::kRegistration, "register_autocast: '" + state_->name + "': autocast exists for cpu and cuda only, not " + device_type_name(device_type));
-  state_->library.impl(state_->name, make_autocast_kernel(device_type, cast_dtype), key);
+CustomOpDef& CustomOpDef::register_autocast(DeviceType device_type, DType cast_dtype, SourceLocation loc) {
+  // make_autocast_kernel and autocast_key reject device types without autocast.
+  state_->library.impl(state_->name, make_autocast_kernel(device_type, cast_dtype), autocast_key(device_type), {}, loc);
   return *this;
 }
 
-CustomOpDef& CustomOpDef::register_vmap(VmapRule rule) {
-  state_->library.impl(state_->name, make_vmap_kernel(std::move(rule)), DispatchKey::Batched);
+CustomOpDef& CustomOpDef::register_vmap(VmapRule rule, SourceLocation loc) {
+  state_->library.impl(state_->name, make_vmap_kernel(std::move(rule)), DispatchKey::Batched, {}, loc);
   return *this;
 }
 
@@ -375,33 +377,33 @@ std::optional<CustomOpDef> find_custom_op(std::string_view name, Registry& regis
 }
 
 RegistrationHandle register_autograd(std::string_view op_name, autograd::BackwardFn backward,
-                                     autograd::SetupContextFn setup_context, Registry& registry) {
+                                     autograd::SetupContextFn setup_context, Registry& registry, SourceLocation loc) {
   if (auto def = find_custom_op(op_name, registry)) {
-    def->register_autograd(std::move(backward), std::move(setup_context));
+    def->register_autograd(std::move(backward), std::move(setup_context), loc);
     return RegistrationHandle();
   }
   if (!setup_context) setup_context = [](autograd::AutogradContext&, const Stack&, const Stack&) {};
   return registry.impl(op_name, DispatchKey::Autograd,
                        autograd::make_autograd_kernel(std::move(backward), std::move(setup_context)),
-                       RegistrationSource::here());
+                       RegistrationSource::here(loc));
 }
 
 RegistrationHandle register_autocast(std::string_view op_name, DeviceType device_type, DType cast_dtype,
-                                     Registry& registry) {
+                                     Registry& registry, SourceLocation loc) {
   if (auto def = find_custom_op(op_name, registry)) {
-    def->register_autocast(device_type, cast_dtype);
+    def->register_autocast(device_type, cast_dtype, loc);
     return RegistrationHandle();
   }
-  DispatchKey key = device_type == DeviceType::CUDA ? DispatchKey::AutocastCUDA : DispatchKey::AutocastCPU;
-  return registry.impl(op_name, key, make_autocast_kernel(device_type, cast_dtype), RegistrationSource::here());
+  return registry.impl(op_name, autocast_key(device_type), make_autocast_kernel(device_type, cast_dtype),
+                       RegistrationSource::here(loc));
 }
 
-RegistrationHandle register_vmap(std::string_view op_name, VmapRule rule, Registry& registry) {
+RegistrationHandle register_vmap(std::string_view op_name, VmapRule rule, Registry& registry, SourceLocation loc) {
   if (auto def = find_custom_op(op_name, registry)) {
-    def->register_vmap(std::move(rule));
+    def->register_vmap(std::move(rule), loc);
     return RegistrationHandle();
   }
-  return registry.impl(op_name, DispatchKey::Batched, make_vmap_kernel(std::move(rule)), RegistrationSource::here());
+  return registry.impl(op_name, DispatchKey::Batched, make_vmap_kernel(std::move(rule)), RegistrationSource::here(loc));
 }
 
 }  // namespace opconform

@@ -46,14 +46,6 @@ const char* dtype_code_name(uint8_t code) {
   }
 }
 
-std::string array_str(const int64_t* values, int64_t n) {
-  std::ostringstream out;
-  out << '[';
-  for (int64_t i = 0; i < n; ++i) out << (i ? ", " : "") << values[i];
-  out << ']';
-  return out.str();
-}
-
 std::string address_str(uintptr_t address) {
   std::ostringstream out;
   out << "0x" << std::hex << address;
@@ -98,7 +90,7 @@ Layout validate(const DLTensor& t) {
     const int64_t size = layout.sizes[d];
     OPC_DLPACK_CHECK(size >= 0, "dimension ", d, " has negative size ", size);
     OPC_DLPACK_CHECK(!__builtin_mul_overflow(count_guard, size == 0 ? 1 : size, &count_guard), "shape ",
-                     array_str(t.shape, ndim), " has more elements than fit in int64");
+                     shape_string(IntArrayRef(t.shape, static_cast<size_t>(ndim))), " has more elements than fit in int64");
     numel *= size;  // cannot overflow: |numel| <= count_guard
   }
 
@@ -122,13 +114,13 @@ Layout validate(const DLTensor& t) {
     int64_t reach = 0;
     OPC_DLPACK_CHECK(!__builtin_mul_overflow(layout.sizes[d] - 1, layout.strides[d], &reach) &&
                          !__builtin_add_overflow(last, reach, &last),
-                     "shape ", array_str(layout.sizes.data(), ndim), " with strides ",
-                     array_str(layout.strides.data(), ndim), " reaches beyond int64 elements");
+                     "shape ", shape_string(IntArrayRef(layout.sizes.data(), static_cast<size_t>(ndim))), " with strides ",
+                     shape_string(IntArrayRef(layout.strides.data(), static_cast<size_t>(ndim))), " reaches beyond int64 elements");
   }
   int64_t extent_bytes = 0;  // bytes from the first element to the end of the last one
   OPC_DLPACK_CHECK(last < std::numeric_limits<int64_t>::max() && !__builtin_mul_overflow(last + 1, item, &extent_bytes),
-                   "shape ", array_str(layout.sizes.data(), ndim), " with strides ",
-                   array_str(layout.strides.data(), ndim), " spans more than int64 bytes of ", name(layout.dtype));
+                   "shape ", shape_string(IntArrayRef(layout.sizes.data(), static_cast<size_t>(ndim))), " with strides ",
+                   shape_string(IntArrayRef(layout.strides.data(), static_cast<size_t>(ndim))), " spans more than int64 bytes of ", name(layout.dtype));
   if (numel == 0) extent_bytes = 0;
   OPC_DLPACK_CHECK(t.byte_offset <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), "byte_offset ",
                    t.byte_offset, " does not fit in int64");

@@ -40,12 +40,6 @@ class SuspendFakeTensorMode {
   ExcludeDispatchKeyGuard exclude_;
 };
 
-std::string shape_str(IntArrayRef s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // A fake TensorImpl over `storage` (a new data-less one when null).
 Tensor build_fake(std::shared_ptr<Storage> storage, IntArrayRef sizes, IntArrayRef strides, int64_t offset,
                   DType dtype, Device device, std::shared_ptr<const SymShape> sym_shape) {
@@ -53,7 +47,7 @@ Tensor build_fake(std::shared_ptr<Storage> storage, IntArrayRef sizes, IntArrayR
                   " sizes but ", strides.size(), " strides");
   for (int64_t size : sizes) {
     OPCONFORM_CHECK(size >= 0, ErrorCode::kInvalidArgument, "fake tensor: negative size ", size, " in ",
-                    shape_str(sizes));
+                    shape_string(sizes));
   }
   // A new data-less storage (make_metadata_tensor), or a view of a fake storage that aliasing
   // shares (make_tensor), then the fake parts.
@@ -300,7 +294,7 @@ void detail::throw_fake_data_access(const Tensor& t) {
                        "data use get_ctx().new_dynamic_size()"));
   }
   throw Error(ErrorCode::kInvalidArgument,
-              concat("cannot access the data of a fake tensor (size ", shape_str(t.sizes()), ", ", name(t.dtype()),
+              concat("cannot access the data of a fake tensor (size ", shape_string(t.sizes()), ", ", name(t.dtype()),
                      ", on ", t.device().to_string(),
                      "): fake tensors have metadata only; use real tensors, outside FakeTensorMode, to read data"));
 }

@@ -14,15 +14,6 @@
 namespace opconform {
 namespace {
 
-std::string shape_str(IntArrayRef s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(s[i]);
-  }
-  return out + "]";
-}
-
 // Wraps a possibly negative dimension into [0, ndim); 0-d tensors accept -1 and 0.
 int64_t wrap_dim(int64_t d, int64_t ndim, const char* op) {
   int64_t n = std::max<int64_t>(ndim, 1);
@@ -96,20 +87,20 @@ std::vector<int64_t> infer_size(IntArrayRef shape, int64_t numel, const char* op
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
       OPCONFORM_CHECK(!infer, ErrorCode::kInvalidArgument, op, ": only one dimension can be inferred in ",
-                      shape_str(shape));
+                      shape_string(shape));
       infer = i;
     } else {
       OPCONFORM_CHECK(out[i] >= 0, ErrorCode::kInvalidArgument, op, ": invalid shape dimension ", out[i],
-                      " in ", shape_str(shape));
+                      " in ", shape_string(shape));
       known *= out[i];
     }
   }
   if (infer) {
     OPCONFORM_CHECK(known != 0 && numel % known == 0, ErrorCode::kInvalidArgument, op, ": shape ",
-                    shape_str(shape), " is invalid for input of size ", numel);
+                    shape_string(shape), " is invalid for input of size ", numel);
     out[*infer] = numel / known;
   } else {
-    OPCONFORM_CHECK(known == numel, ErrorCode::kInvalidArgument, op, ": shape ", shape_str(shape),
+    OPCONFORM_CHECK(known == numel, ErrorCode::kInvalidArgument, op, ": shape ", shape_string(shape),
                     " is invalid for input of size ", numel);
   }
   return out;
@@ -314,7 +305,7 @@ void* Tensor::mutable_data_ptr() const {
 namespace {
 int64_t element_offset(const Tensor& t, IntArrayRef index) {
   OPCONFORM_CHECK(static_cast<int64_t>(index.size()) == t.dim(), ErrorCode::kInvalidArgument, "index ",
-                  shape_str(index), " has ", index.size(), " entries for a tensor of ", t.dim(), " dimensions");
+                  shape_string(index), " has ", index.size(), " entries for a tensor of ", t.dim(), " dimensions");
   int64_t offset = 0;
   for (int64_t d = 0; d < t.dim(); ++d) {
     int64_t i = index[d] < 0 ? index[d] + t.size(d) : index[d];
@@ -381,9 +372,9 @@ Tensor Tensor::make_view(std::vector<int64_t> sizes, std::vector<int64_t> stride
 Tensor Tensor::view(IntArrayRef requested) const {
   auto shape = infer_size(requested, numel(), "view");
   auto strides = compute_view_strides(sizes(), this->strides(), shape);
-  OPCONFORM_CHECK(strides.has_value(), ErrorCode::kInvalidArgument, "view: size ", shape_str(shape),
-                  " is not compatible with the input's size ", shape_str(sizes()), " and stride ",
-                  shape_str(this->strides()),
+  OPCONFORM_CHECK(strides.has_value(), ErrorCode::kInvalidArgument, "view: size ", shape_string(shape),
+                  " is not compatible with the input's size ", shape_string(sizes()), " and stride ",
+                  shape_string(this->strides()),
                   " (at least one dimension spans across two contiguous subspaces); use reshape instead");
   return make_view(std::move(shape), std::move(*strides), storage_offset());
 }
@@ -411,7 +402,7 @@ Tensor Tensor::as_strided(IntArrayRef new_sizes, IntArrayRef new_strides, std::o
   if (span >= 0 && storage()->has_data()) {  // an empty storage (no memory) bounds too
     uint64_t end_bytes = static_cast<uint64_t>(off + span + 1) * itemsize();
     OPCONFORM_CHECK(end_bytes <= storage()->nbytes(), ErrorCode::kInvalidArgument, "as_strided: size ",
-                    shape_str(new_sizes), ", stride ", shape_str(new_strides), " and offset ", off,
+                    shape_string(new_sizes), ", stride ", shape_string(new_strides), " and offset ", off,
                     " reach byte ", end_bytes, " of a storage of ", storage()->nbytes(), " bytes");
   }
   return make_view({new_sizes.begin(), new_sizes.end()}, {new_strides.begin(), new_strides.end()}, off);
@@ -454,7 +445,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   d = wrap_dim(d, dim(), "select");
   int64_t n = size(d);
   OPCONFORM_CHECK(index >= -n && index < n, ErrorCode::kInvalidArgument, "select: index ", index,
-                  " out of range for tensor of size ", shape_str(sizes()), " at dimension ", d);
+                  " out of range for tensor of size ", shape_string(sizes()), " at dimension ", d);
   if (index < 0) index += n;
   auto sz = std::vector<int64_t>(sizes().begin(), sizes().end());
   auto st = std::vector<int64_t>(strides().begin(), strides().end());
@@ -481,13 +472,13 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 
 Tensor Tensor::permute(IntArrayRef dims) const {
   OPCONFORM_CHECK(static_cast<int64_t>(dims.size()) == dim(), ErrorCode::kInvalidArgument, "permute: ",
-                  shape_str(dims), " has ", dims.size(), " entries for a tensor of ", dim(), " dimensions");
+                  shape_string(dims), " has ", dims.size(), " entries for a tensor of ", dim(), " dimensions");
   std::vector<int64_t> sz(dims.size()), st(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = wrap_dim(dims[i], dim(), "permute");
     OPCONFORM_CHECK(!seen[d], ErrorCode::kInvalidArgument, "permute: dimension ", dims[i], " repeats in ",
-                    shape_str(dims));
+                    shape_string(dims));
     seen[d] = true;
     sz[i] = size(d);
     st[i] = stride(d);
@@ -519,7 +510,7 @@ Tensor Tensor::expand(IntArrayRef requested) const {
     } else {
       OPCONFORM_CHECK(have == 1, ErrorCode::kInvalidArgument, "expand: the expanded size of the tensor (",
                       want, ") must match the existing size (", have, ") at non-singleton dimension ", i,
-                      ". Target sizes: ", shape_str(requested), ". Tensor sizes: ", shape_str(sizes()));
+                      ". Target sizes: ", shape_string(requested), ". Tensor sizes: ", shape_string(sizes()));
       sz[i] = want;
       st[i] = 0;
     }
@@ -670,7 +661,7 @@ std::string Tensor::to_string() const {
   std::ostringstream out;
   out << "tensor(";
   if (is_meta_data()) {
-    out << "..., size=" << shape_str(sizes());
+    out << "..., size=" << shape_string(sizes());
   } else {
     Tensor h = to(Device::cpu());
     std::vector<int64_t> index(dim(), 0);
@@ -694,7 +685,7 @@ std::string Tensor::to_string() const {
       out << "]";
     };
     print(print, 0);
-    if (numel() == 0 && dim() != 1) out << ", size=" << shape_str(sizes());
+    if (numel() == 0 && dim() != 1) out << ", size=" << shape_string(sizes());
   }
   // PyTorch leaves out the default dtypes: float32, its complex counterpart, int64 and bool.
   if (dtype() != DType::Float32 && dtype() != DType::Complex64 && dtype() != DType::Int64 &&
@@ -710,6 +701,12 @@ std::string Tensor::to_string() const {
 std::ostream& operator<<(std::ostream& out, const Tensor& t) { return out << t.to_string(); }
 
 // ---------------------------------------------------------------- factories
+
+std::string shape_string(IntArrayRef values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
 
 std::vector<int64_t> contiguous_strides(IntArrayRef sizes) {
   std::vector<int64_t> strides(sizes.size());
@@ -727,8 +724,8 @@ std::vector<int64_t> broadcast_shapes(IntArrayRef a, IntArrayRef b) {
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    OPCONFORM_CHECK(da == db || da == 1 || db == 1, ErrorCode::kInvalidArgument, "shapes ", shape_str(a),
-                    " and ", shape_str(b), " do not broadcast (dimension ", i, ": ", da, " vs ", db, ")");
+    OPCONFORM_CHECK(da == db || da == 1 || db == 1, ErrorCode::kInvalidArgument, "shapes ", shape_string(a),
+                    " and ", shape_string(b), " do not broadcast (dimension ", i, ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -752,7 +749,7 @@ Tensor empty_strided(IntArrayRef sizes, IntArrayRef strides, TensorOptions optio
                   " sizes but ", strides.size(), " strides");
   for (size_t i = 0; i < sizes.size(); ++i) {
     OPCONFORM_CHECK(sizes[i] >= 0, ErrorCode::kInvalidArgument, "empty: negative dimension ", sizes[i],
-                    " in size ", shape_str(sizes));
+                    " in size ", shape_string(sizes));
     OPCONFORM_CHECK(strides[i] >= 0, ErrorCode::kInvalidArgument, "empty_strided: negative stride ", strides[i]);
   }
   int64_t span = span_elements(sizes, strides);

@@ -191,6 +191,16 @@ TEST_F(CustomOpTest, AutogradFormulaAndMissingFormula) {
   EXPECT_TRUE(allclose(g.at(0), testing::map(x.detach(), [](double v) { return std::cos(v); })));
 }
 
+TEST_F(CustomOpTest, RegistrationsRecordTheCallersLine) {
+  auto f = custom_op("mylib::where", [](const Tensor& x) { return x.clone(); }, opts(), {"x"});
+  f.register_kernel({DeviceType::CPU}, [](const Tensor& x) { return x.clone(); });
+  std::string dump = f.handle().dump_dispatch_table();
+  EXPECT_THAT(dump, HasSubstr("CPU: kernel registered at core/tests/custom_op_test.cpp:"));
+  EXPECT_THAT(dump, HasSubstr("[CompositeExplicitAutograd]"));
+  EXPECT_THAT(dump, ::testing::Not(HasSubstr("custom_op.cpp")));
+  EXPECT_THAT(dump, ::testing::Not(HasSubstr("custom_op.h")));
+}
+
 TEST_F(CustomOpTest, FreeFunctionsActOnTheCustomOp) {
   auto f = custom_op("mylib::h", [](const Tensor& x) { return full(x.sizes(), 1.0); }, opts(), {"x"});
   register_kernel("mylib::h", {DeviceType::CPU}, [](const Tensor& x) { return full(x.sizes(), 5.0); }, registry);

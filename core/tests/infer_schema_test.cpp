@@ -17,13 +17,6 @@ std::string error_of(auto&& f) {
   return e.what();
 }
 
-Tensor foo_impl(const Tensor& x) { return x; }
-
-TEST(InferSchema, SeedDocumentExample) {
-  EXPECT_EQ(infer_schema<decltype(foo_impl)>({"x"}, {}, "foo").to_string(), "foo(Tensor x) -> Tensor");
-  EXPECT_EQ(infer_schema<decltype(foo_impl)>({"x"}, {}).to_string(), "(Tensor x) -> Tensor");
-}
-
 TEST(InferSchema, EveryParameterType) {
   using F = std::tuple<Tensor, int64_t> (*)(const Tensor&, int64_t, SymInt, double, bool, std::string, Scalar, DType,
                                             Device, Layout, MemoryFormat, std::vector<int64_t>, std::vector<Tensor>,

@@ -84,8 +84,9 @@ class CustomOpDef {
 
   // A kernel for some device types, replacing the default function there.
   template <typename F>
-  CustomOpDef& register_kernel(std::vector<DeviceType> device_types, F fn) {
-    return register_kernel_function(std::move(device_types), KernelFunction::from_callable(with_alias_check(std::move(fn))));
+  CustomOpDef& register_kernel(std::vector<DeviceType> device_types, F fn, SourceLocation loc = SourceLocation::current()) {
+    return register_kernel_function(std::move(device_types), KernelFunction::from_callable(with_alias_check(std::move(fn))),
+                                    loc);
   }
   // The fake kernel: metadata only, same signature as the op (get_ctx() works inside).
   template <typename F>
@@ -99,11 +100,13 @@ class CustomOpDef {
     return register_fake(std::move(fn), false, loc);
   }
   // backward(ctx, grad_outputs) -> one gradient per argument (undefined: none).
-  CustomOpDef& register_autograd(autograd::BackwardFn backward, autograd::SetupContextFn setup_context = {});
-  CustomOpDef& register_autograd(autograd::BackwardFn backward, KeywordSetupContextFn setup_context);
+  CustomOpDef& register_autograd(autograd::BackwardFn backward, autograd::SetupContextFn setup_context = {},
+                                 SourceLocation loc = SourceLocation::current());
+  CustomOpDef& register_autograd(autograd::BackwardFn backward, KeywordSetupContextFn setup_context,
+                                 SourceLocation loc = SourceLocation::current());
   // Under autocast on `device_type`, floating inputs are cast to `cast_dtype` first.
-  CustomOpDef& register_autocast(DeviceType device_type, DType cast_dtype);
-  CustomOpDef& register_vmap(VmapRule rule);
+  CustomOpDef& register_autocast(DeviceType device_type, DType cast_dtype, SourceLocation loc = SourceLocation::current());
+  CustomOpDef& register_vmap(VmapRule rule, SourceLocation loc = SourceLocation::current());
   // A rule for this op under one dispatch mode type, or for one tensor-subclass type
   // (register_torch_dispatch): rule(Type&, const OperatorHandle&, Stack&).
   template <typename Type, typename F>
@@ -125,7 +128,7 @@ class CustomOpDef {
  protected:
   // Keeps a registration made outside the op's library alive as long as the op.
   void keep(RegistrationHandle handle);
-  CustomOpDef& register_kernel_function(std::vector<DeviceType> device_types, KernelFunction kernel);
+  CustomOpDef& register_kernel_function(std::vector<DeviceType> device_types, KernelFunction kernel, SourceLocation loc);
   CustomOpDef& register_fake_function(KernelFunction kernel, bool allow_override, SourceLocation loc);
   std::shared_ptr<detail::CustomOpState> state_;
 };
@@ -209,7 +212,7 @@ AutogradWrapper typed_autograd_wrapper(Registry& registry, std::string name) {
   };
 }
 void register_default_kernels(CustomOpState& state, KernelFunction fn,
-                              const std::optional<std::vector<DeviceType>>& device_types);
+                              const std::optional<std::vector<DeviceType>>& device_types, SourceLocation loc);
 std::vector<std::string> argument_names_of(const std::string& schema_text);
 FunctionSchema checked_given_schema(const std::string& name, const std::string& schema_text,
                                     const MutatesArgs& mutates_args, const std::vector<Tag>& tags);
@@ -255,7 +258,7 @@ auto custom_op(std::string name, F fn, CustomOpOptions options = {}, std::vector
   }(static_cast<typename traits::args*>(nullptr));
   CustomOpDef def(detail::define_custom_op(name, std::move(schema), options, std::move(wrapper), loc));
   auto kernel = KernelFunction::from_callable(def.with_alias_check(std::move(fn)));
-  detail::register_default_kernels(*def.state(), std::move(kernel), options.device_types);
+  detail::register_default_kernels(*def.state(), std::move(kernel), options.device_types, loc);
   return [&]<typename... A>(std::tuple<A...>*) {
     return TypedCustomOpDef<typename traits::ret(A...)>(std::move(def));
   }(static_cast<typename traits::args*>(nullptr));
@@ -272,33 +275,34 @@ RegistrationHandle install_builtin_fallbacks(Registry& registry);
 std::optional<CustomOpDef> find_custom_op(std::string_view name, Registry& registry = Registry::global());
 template <typename F>
 RegistrationHandle register_fake(std::string_view op_name, F fn, bool allow_override = false,
-                                 Registry& registry = Registry::global()) {
+                                 Registry& registry = Registry::global(), SourceLocation loc = SourceLocation::current()) {
   if (auto def = find_custom_op(op_name, registry)) {
-    def->register_fake(std::move(fn), allow_override);
+    def->register_fake(std::move(fn), allow_override, loc);
     return RegistrationHandle();  // lives as long as the custom op
   }
   return registry.impl(op_name, DispatchKey::Fake, wrap_fake_kernel(KernelFunction::from_callable(std::move(fn))),
-                       RegistrationSource::here(), allow_override);
+                       RegistrationSource::here(loc), allow_override);
 }
 template <typename F>
 RegistrationHandle register_kernel(std::string_view op_name, std::vector<DeviceType> device_types, F fn,
-                                   Registry& registry = Registry::global()) {
+                                   Registry& registry = Registry::global(), SourceLocation loc = SourceLocation::current()) {
   if (auto def = find_custom_op(op_name, registry)) {
-    def->register_kernel(std::move(device_types), std::move(fn));
+    def->register_kernel(std::move(device_types), std::move(fn), loc);
     return RegistrationHandle();
   }
   std::vector<RegistrationHandle> handles;
   for (DeviceType d : device_types) {
-    handles.push_back(registry.impl(op_name, backend_key(d), KernelFunction::from_callable(fn), RegistrationSource::here()));
+    handles.push_back(registry.impl(op_name, backend_key(d), KernelFunction::from_callable(fn), RegistrationSource::here(loc)));
   }
   auto shared = std::make_shared<std::vector<RegistrationHandle>>(std::move(handles));
   return RegistrationHandle([shared] { shared->clear(); });
 }
 RegistrationHandle register_autograd(std::string_view op_name, autograd::BackwardFn backward,
                                      autograd::SetupContextFn setup_context = {},
-                                     Registry& registry = Registry::global());
+                                     Registry& registry = Registry::global(), SourceLocation loc = SourceLocation::current());
 RegistrationHandle register_autocast(std::string_view op_name, DeviceType device_type, DType cast_dtype,
-                                     Registry& registry = Registry::global());
-RegistrationHandle register_vmap(std::string_view op_name, VmapRule rule, Registry& registry = Registry::global());
+                                     Registry& registry = Registry::global(), SourceLocation loc = SourceLocation::current());
+RegistrationHandle register_vmap(std::string_view op_name, VmapRule rule, Registry& registry = Registry::global(),
+                                 SourceLocation loc = SourceLocation::current());
 
 }  // namespace opconform

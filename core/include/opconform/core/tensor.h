@@ -267,6 +267,9 @@ Tensor make_metadata_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype,
 Tensor make_tensor(std::shared_ptr<Storage> storage, IntArrayRef sizes, IntArrayRef strides,
                    int64_t storage_offset, DType dtype);
 
+// "[2, 3]": sizes, strides or an index as PyTorch prints them (for messages).
+std::string shape_string(IntArrayRef values);
+
 // Row-major strides for sizes.
 std::vector<int64_t> contiguous_strides(IntArrayRef sizes);
 // The shape two shapes broadcast to; throws naming both shapes when they do not.
