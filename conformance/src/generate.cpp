@@ -13,6 +13,8 @@
 // it (gen::tuple, gen::mapcat), and every choice lists its simplest option first.
 #include "opconform/conformance/generate.h"
 
+#include "opconform/core/default_value.h"
+
 #include <rapidcheck.h>
 
 #include <algorithm>
@@ -21,11 +23,13 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <variant>
 #include <cerrno>
 
 #include "opconform/core/error.h"
@@ -202,10 +206,11 @@ struct TensorSlot {
   bool specials = true;
 };
 
-// The relations resolved for one pick.
+// The relations resolved for one pick. Shared copies, not pointers into the plan: RapidCheck
+// re-evaluates a pick's generator after the plan it was made for is gone.
 struct ShapeContext {
-  const std::vector<int64_t>* same_as = nullptr;     // same_shape partner
-  const std::vector<int64_t>* broadcast_with = nullptr;
+  std::shared_ptr<const std::vector<int64_t>> same_as;  // same_shape partner
+  std::shared_ptr<const std::vector<int64_t>> broadcast_with;
 };
 
 std::vector<int64_t> resolve_sizes(const TensorSlot& slot, const TensorPicks& p, const ShapeContext& ctx) {
@@ -239,6 +244,38 @@ std::optional<size_t> expanded_dim(const std::vector<int64_t>& sizes) {
   return std::nullopt;
 }
 
+// The elements a plan stores: an expanded view stores one slice (and a tensor with no dim to
+// expand is contiguous instead).
+int64_t stored_count(TensorPlan& plan) {
+  int64_t count = product(plan.sizes);
+  if (plan.layout == TensorLayout::expanded) {
+    if (auto d = expanded_dim(plan.sizes)) count /= plan.sizes[*d];
+    else plan.layout = TensorLayout::contiguous;
+  }
+  return count;
+}
+
+// The value mode a pick means: specials only where the dtype and the constraint have some.
+ValueMode value_mode(int pick, DType dt, const ValueConstraint& vc, bool specials) {
+  ValueMode mode = static_cast<ValueMode>(pick);
+  if (mode == ValueMode::special && (!specials || special_values(dt, vc).empty())) mode = ValueMode::ordinary;
+  return mode;
+}
+
+// `count` values in a mode: all "zero" (the simplest admitted value), ordinary ones, or ordinary
+// ones mixed with special ones.
+rc::Gen<std::vector<double>> values_gen(DType dt, const ValueConstraint& vc, ValueMode mode, int64_t count) {
+  Range range = range_of(dt, vc);
+  if (mode == ValueMode::zeros) return rc::gen::just(std::vector<double>(count, range.anchor));
+  rc::Gen<double> element = ordinary_value(dt, range);
+  if (mode == ValueMode::special) {
+    element = rc::gen::mapcat(choice({70, 30}), [element, specials = special_values(dt, vc)](int special) {
+      return special ? rc::gen::elementOf(specials) : element;
+    });
+  }
+  return rc::gen::container<std::vector<double>>(count, element);
+}
+
 rc::Gen<TensorPlan> tensor_gen(std::shared_ptr<const TensorSlot> slot, std::vector<DType> dtype_options, Device device,
                                ShapeContext ctx) {
   const int max_rank = slot->max_rank;
@@ -268,27 +305,9 @@ rc::Gen<TensorPlan> tensor_gen(std::shared_ptr<const TensorSlot> slot, std::vect
     plan.sizes = resolve_sizes(*slot, p, ctx);
     plan.layout = slot->layouts[p.layout];
     plan.offset = p.offset;
-    int64_t count = product(plan.sizes);
-    if (plan.layout == TensorLayout::expanded) {
-      if (auto d = expanded_dim(plan.sizes)) count /= plan.sizes[*d];
-      else plan.layout = TensorLayout::contiguous;
-    }
-    // The value mode: specials only where the dtype and the constraint have some.
-    std::vector<double> specials = slot->specials ? special_values(plan.dtype, slot->values) : std::vector<double>{};
-    ValueMode mode = static_cast<ValueMode>(p.mode);
-    if (mode == ValueMode::special && specials.empty()) mode = ValueMode::ordinary;
-    Range range = range_of(plan.dtype, slot->values);
-    if (mode == ValueMode::zeros) {
-      plan.values.assign(count, range.anchor);  // "zero": the simplest admitted value
-      return rc::gen::just(plan);
-    }
-    rc::Gen<double> element = ordinary_value(plan.dtype, range);
-    if (mode == ValueMode::special) {
-      element = rc::gen::mapcat(choice({70, 30}), [element, specials](int special) {
-        return special ? rc::gen::elementOf(specials) : element;
-      });
-    }
-    return rc::gen::map(rc::gen::container<std::vector<double>>(count, element), [plan](std::vector<double> v) {
+    const int64_t count = stored_count(plan);
+    const ValueMode mode = value_mode(p.mode, plan.dtype, slot->values, slot->specials);
+    return rc::gen::map(values_gen(plan.dtype, slot->values, mode, count), [plan](std::vector<double> v) {
       TensorPlan out = plan;
       out.values = std::move(v);
       return out;
@@ -364,32 +383,16 @@ IValue materialize(const ArgPlan& a) {
 
 // ---- the generator of a whole sample ----
 
-std::optional<IValue> default_of(const Argument& a) {
-  if (!a.default_value) return std::nullopt;
-  const DefaultValue& d = *a.default_value;
-  const TypeKind base = a.type.is_optional() ? a.type.elem().kind() : a.type.kind();
-  switch (d.kind) {
-    case DefaultKind::kNone: return IValue();
-    case DefaultKind::kBool: return IValue(std::get<bool>(d.value));
-    case DefaultKind::kInt:
-      if (base == TypeKind::kFloat) return IValue(static_cast<double>(std::get<int64_t>(d.value)));
-      if (base == TypeKind::kInt || base == TypeKind::kSymInt || base == TypeKind::kScalar)
-        return IValue(std::get<int64_t>(d.value));
-      return std::nullopt;  // ScalarType/Layout by number: PyTorch's numbering, not ours
-    case DefaultKind::kFloat: return IValue(std::get<double>(d.value));
-    case DefaultKind::kIntList: return IValue(std::get<std::vector<int64_t>>(d.value));
-    case DefaultKind::kFloatList: return IValue(std::get<std::vector<double>>(d.value));
-    case DefaultKind::kBoolList: return IValue(std::get<std::vector<bool>>(d.value));
-    case DefaultKind::kString: return IValue(std::get<std::string>(d.value));
-    case DefaultKind::kEnumIdentifier: {
-      const auto& id = std::get<std::string>(d.value);
-      if (auto l = parse_layout(id)) return IValue(*l);
-      if (auto m = parse_memory_format(id)) return IValue(*m);
-      if (auto t = parse_dtype(id)) return IValue(*t);
-      return std::nullopt;
+
+// GenerateSpec::requires_grad: floating and complex tensors of the arguments the schema does not
+// write become leaves that require grad.
+void require_grad(Stack& args, const FunctionSchema& schema) {
+  for (size_t i = 0; i < args.size() && i < schema.arguments.size(); ++i) {
+    if (schema.arguments[i].is_write()) continue;
+    for (const Tensor& t : tensors_in(args[i])) {
+      if (is_floating(t.dtype()) || is_complex(t.dtype())) t.set_requires_grad(true);
     }
   }
-  return std::nullopt;
 }
 
 struct Generator {
@@ -473,9 +476,9 @@ struct Generator {
     const Argument& a = schema.arguments[i];
     auto options = dtype_options(i, sample_dtype, plan, done);
     ShapeContext ctx;
-    auto shape_of = [&](size_t j) -> const std::vector<int64_t>* {
+    auto shape_of = [&](size_t j) -> std::shared_ptr<const std::vector<int64_t>> {
       const auto& ts = plan.args[j].tensors;
-      return ts.empty() || ts[0].none ? nullptr : &ts[0].sizes;
+      return ts.empty() || ts[0].none ? nullptr : std::make_shared<const std::vector<int64_t>>(ts[0].sizes);
     };
     if (auto j = partner(RelationKind::same_shape, i, done)) ctx.same_as = shape_of(*j);
     if (auto j = partner(RelationKind::broadcastable, i, done); j && !ctx.same_as) ctx.broadcast_with = shape_of(*j);
@@ -501,11 +504,10 @@ struct Generator {
     return rc::gen::mapcat(length, [=](int n) {
       return rc::gen::mapcat(first_gen, [=](TensorPlan first) {
         ShapeContext rest_ctx = ctx;
-        auto first_sizes = std::make_shared<std::vector<int64_t>>(first.sizes);
-        if (same && !first.none) rest_ctx.same_as = first_sizes.get();
+        if (same && !first.none) rest_ctx.same_as = std::make_shared<const std::vector<int64_t>>(first.sizes);
         auto rest = tensor_gen(element_slot, options, device, rest_ctx);
         return rc::gen::map(rc::gen::container<std::vector<TensorPlan>>(n - 1, rest),
-                            [first, first_sizes, optional_elements](std::vector<TensorPlan> others) {
+                            [first, optional_elements](std::vector<TensorPlan> others) {
                               ArgPlan out;
                               out.kind = optional_elements ? ArgPlan::Kind::optional_tensor_list : ArgPlan::Kind::tensor_list;
                               out.tensors.push_back(first);
@@ -630,7 +632,7 @@ struct Generator {
       return rc::gen::mapcat(choice({20, 80}), [inner](int some) { return some ? inner : rc::gen::just(IValue()); });
     }();
     // An argument with a default takes it as the simplest choice.
-    if (auto d = default_of(a)) {
+    if (auto d = default_ivalue(a)) {
       IValue dv = *d;
       g = rc::gen::mapcat(choice({25, 75}), [g, dv](int generated) { return generated ? g : rc::gen::just(dv); });
     }
@@ -660,22 +662,31 @@ struct Generator {
     Stack args;
     args.reserve(plan.args.size());
     for (const auto& a : plan.args) args.push_back(conformance::materialize(a));
+    if (spec.requires_grad) require_grad(args, schema);
     std::string d = describe(args, names);
     return Sample(std::move(args), std::move(d));
   }
 };
 
-std::shared_ptr<const Generator> make_generator(const FunctionSchema& schema, const InputConstraints& constraints,
-                                                const GenerateSpec& spec) {
-  validate_constraints(schema, constraints);
+void validate_spec(const GenerateSpec& spec) {
   OPCONFORM_CHECK(!spec.devices.empty(), ErrorCode::kInvalidArgument, "GenerateSpec::devices is empty");
   OPCONFORM_CHECK(spec.max_rank >= 0 && spec.max_dim_size >= 1, ErrorCode::kInvalidArgument,
                   "GenerateSpec needs max_rank >= 0 and max_dim_size >= 1");
+}
+
+std::vector<DType> sample_dtypes_of(const GenerateSpec& spec) {
+  return spec.dtypes.empty() ? std::vector<DType>{DType::Float32, DType::Float64} : spec.dtypes;
+}
+
+std::shared_ptr<const Generator> make_generator(const FunctionSchema& schema, const InputConstraints& constraints,
+                                                const GenerateSpec& spec) {
+  validate_constraints(schema, constraints);
+  validate_spec(spec);
   auto g = std::make_shared<Generator>();
   g->schema = schema;
   g->constraints = constraints;
   g->spec = spec;
-  g->sample_dtypes = spec.dtypes.empty() ? std::vector<DType>{DType::Float32, DType::Float64} : spec.dtypes;
+  g->sample_dtypes = sample_dtypes_of(spec);
   g->slots.resize(schema.arguments.size());
   for (size_t i = 0; i < schema.arguments.size(); ++i) {
     g->names.push_back(schema.arguments[i].name);
@@ -701,6 +712,335 @@ std::shared_ptr<const Generator> make_generator(const FunctionSchema& schema, co
 
 rc::Gen<SamplePlan> plan_gen(std::shared_ptr<const Generator> g) {
   return rc::gen::exec([g]() { return g->generate(); });
+}
+
+// ---- sample builders ----
+//
+// Note [Builder plans]: a builder's plan is the list of its draws as plain data (a tensor as its
+// TensorPlan); materializing re-runs the builder on them, which makes new tensors (Note [Plans,
+// then tensors]). While drawing, each draw is a RapidCheck Shrinkable (a Choice) keyed by what
+// was asked (the range, the sizes...). A shrink replaces one choice by one of its shrinks and
+// re-runs the builder, which takes every other choice back where the same thing is asked at the
+// same position (else a fresh one, from that position's random). Unlike gen::exec, which
+// regenerates the draws after a shrunk one and never revisits those before it, this keeps what
+// was shrunk: a tensor is two choices, its style (layout, value mode) and its values, so that a
+// non-contiguous layout survives its shape shrinking.
+
+struct TensorStyle {
+  int layout = 0;  // index into the allowed layouts, simplest first
+  int offset = 1;
+  int mode = 0;  // ValueMode
+};
+
+using Drawn = std::variant<int64_t, double, bool, DType, std::vector<int64_t>, TensorPlan>;
+using ChoiceValue = std::variant<int64_t, double, bool, DType, std::vector<int64_t>, TensorStyle, std::vector<double>>;
+
+struct Choice {
+  std::string key;  // what was asked
+  rc::Shrinkable<ChoiceValue> value;
+};
+using Choices = std::vector<Choice>;
+
+struct BuilderPlan {
+  Device device;
+  std::vector<Drawn> draws;
+  std::optional<Error> error;  // the builder failed while drawing; materializing throws it
+};
+
+// The state of one drawing run.
+struct Drawing {
+  const Choices* given;  // the choices to take back where they fit
+  rc::Random random;     // split once per position, as gen::exec does
+  int size;
+  Choices made;
+
+  // The choice at the next position: the given one when it was asked the same, else a fresh
+  // one from make_gen(), a Gen<T>.
+  template <typename T, typename MakeGen>
+  T choose(std::string key, MakeGen make_gen) {
+    const rc::Random r = random.split();
+    const size_t at = made.size();
+    const bool fits = given && at < given->size() && (*given)[at].key == key;
+    rc::Shrinkable<ChoiceValue> value =
+        fits ? (*given)[at].value
+             : rc::gen::map(rc::Gen<T>(make_gen()), [](T v) { return ChoiceValue(std::in_place_type<T>, std::move(v)); })(r, size);
+    made.push_back({std::move(key), value});
+    return std::get<T>(value.value());
+  }
+};
+
+// A key naming a request exactly (doubles in hex).
+template <typename... Args>
+std::string key_of(const Args&... args) {
+  std::ostringstream os;
+  os << std::hexfloat;
+  ((os << args << ':'), ...);
+  return os.str();
+}
+
+std::string key_of_constraint(const ValueConstraint& vc) {
+  return key_of(vc.min.value_or(-INFINITY), vc.max.value_or(INFINITY), vc.positive, vc.allow_nan, vc.allow_inf);
+}
+
+// Draws (drawing != null: recording into `record`) or replays (`replay`, in order) a builder's draws.
+class BuilderDraw final : public SampleDraw {
+ public:
+  BuilderDraw(const GenerateSpec& spec, const std::vector<DType>& sample_dtypes, Device device, Drawing* drawing,
+              std::vector<Drawn>* record, const std::vector<Drawn>* replay)
+      : spec_(spec), sample_dtypes_(sample_dtypes), device_(device), drawing_(drawing), record_(record), replay_(replay) {}
+
+  int64_t integer(int64_t lo, int64_t hi) override {
+    OPCONFORM_CHECK(lo <= hi && lo > std::numeric_limits<int64_t>::min() && hi < std::numeric_limits<int64_t>::max(),
+                    ErrorCode::kInvalidArgument, "integer(", lo, ", ", hi, "): an empty range (or int64's extremes)");
+    return next<int64_t>("integer", key_of("i", lo, hi), [&] { return rc::gen::resize(kFullSize, int_in(lo, hi)); });
+  }
+
+  bool coin(int percent_true) override {
+    const int p = std::clamp(percent_true, 0, 100);
+    return next<bool>("coin", key_of("c", p), [&] {
+      return rc::gen::map(choice({100 - p, p}), [](int k) { return k == 1; });
+    });
+  }
+
+  double real(double lo, double hi) override {
+    OPCONFORM_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= hi, ErrorCode::kInvalidArgument, "real(", lo, ", ",
+                    hi, "): needs finite lo <= hi");
+    return next<double>("real", key_of("r", lo, hi),
+                        [&] { return ordinary_value(DType::Float64, Range{lo, hi, false, std::clamp(0.0, lo, hi)}); });
+  }
+
+  DType dtype(const std::vector<DType>& allowed) override {
+    std::vector<DType> options;
+    for (DType d : allowed)
+      if (std::find(spec_.dtypes.begin(), spec_.dtypes.end(), d) != spec_.dtypes.end()) options.push_back(d);
+    if (options.empty()) options = allowed.empty() ? sample_dtypes_ : allowed;
+    std::string key = "d:";
+    for (DType d : options) key += key_of(static_cast<int>(d));
+    return next<DType>("dtype", key, [&] {
+      return rc::gen::map(choice(std::vector<int>(options.size(), 1)), [options](int k) { return options[k]; });
+    });
+  }
+
+  std::vector<int64_t> shape(int min_rank, int max_rank, int64_t min_size, bool allow_empty) override {
+    OPCONFORM_CHECK(0 <= min_rank && min_rank <= max_rank && min_size >= 0, ErrorCode::kInvalidArgument, "shape(",
+                    min_rank, ", ", max_rank, ", ", min_size, "): needs 0 <= min_rank <= max_rank and min_size >= 0");
+    if (!spec_.include_scalars && min_rank == 0 && max_rank > 0) min_rank = 1;
+    max_rank = std::max(min_rank, std::min(max_rank, spec_.max_rank));
+    const int64_t max_size = std::max<int64_t>(min_size, spec_.max_dim_size);
+    const bool empty = allow_empty && spec_.include_empty;
+    return next<std::vector<int64_t>>("shape", key_of("s", min_rank, max_rank, min_size, max_size, empty), [&] {
+      // As tensor_gen's picks: max_rank sizes, rank r takes the last r (leading dims drop first).
+      auto picks = rc::gen::tuple(
+          rc::gen::resize(kFullSize, rc::gen::inRange(min_rank, max_rank + 1)),
+          rc::gen::container<std::vector<int64_t>>(
+              max_rank, rc::gen::resize(kFullSize, rc::gen::inRange<int64_t>(min_size, max_size + 1))),
+          empty ? choice({92, 8}) : rc::gen::just(0), rc::gen::resize(kFullSize, rc::gen::inRange(0, std::max(max_rank, 1))));
+      return rc::gen::map(picks, [](const std::tuple<int, std::vector<int64_t>, int, int>& t) {
+        const auto& [rank, sizes, empty_pick, empty_dim] = t;
+        std::vector<int64_t> out(sizes.end() - rank, sizes.end());
+        if (empty_pick && rank > 0) out[empty_dim % rank] = 0;
+        return out;
+      });
+    });
+  }
+
+  Tensor tensor(const std::vector<int64_t>& sizes, DType dtype, const ValueConstraint& values,
+                bool mutable_input) override {
+    return tensor_draw("tensor", sizes, dtype, values, spec_.include_special_values, !mutable_input);
+  }
+
+  Tensor index_tensor(const std::vector<int64_t>& sizes, int64_t lo, int64_t hi) override {
+    const bool empty = std::find(sizes.begin(), sizes.end(), 0) != sizes.end();
+    OPCONFORM_CHECK(lo <= hi || empty, ErrorCode::kInvalidArgument, "index_tensor: no index in [", lo, ", ", hi,
+                    "] for a non-empty tensor");
+    OPCONFORM_CHECK(lo > std::numeric_limits<int64_t>::min() && hi < std::numeric_limits<int64_t>::max(),
+                    ErrorCode::kInvalidArgument, "index_tensor: int64's extremes are not indices");
+    hi = std::max(lo, hi);  // an empty tensor has no values to constrain
+    ValueConstraint vc;
+    vc.min = static_cast<double>(lo);
+    vc.max = static_cast<double>(hi);
+    vc.allow_nan = vc.allow_inf = false;
+    return tensor_draw("index_tensor", sizes, DType::Int64, vc, false, true, std::pair{lo, hi});
+  }
+
+  const GenerateSpec& spec() const override { return spec_; }
+
+  // Replaying: every recorded draw was used.
+  void finish() const {
+    OPCONFORM_CHECK(!replay_ || used_ == replay_->size(), ErrorCode::kInvalidArgument, "it drew ", used_,
+                    " values where ", replay_->size(), " were recorded: a builder must be a pure function of its draws");
+  }
+
+ private:
+  // The next recorded draw, when replaying.
+  template <typename T>
+  const T& replayed(const char* what) {
+    OPCONFORM_CHECK(used_ < replay_->size() && std::holds_alternative<T>((*replay_)[used_]), ErrorCode::kInvalidArgument,
+                    "its draw ", used_ + 1, " (", what, ") is not the recorded one: a builder must be a pure function "
+                    "of its draws");
+    return std::get<T>((*replay_)[used_++]);
+  }
+
+  // A draw whose choice is its value. make_gen is only called for a fresh choice.
+  template <typename T, typename MakeGen>
+  T next(const char* what, std::string key, MakeGen make_gen) {
+    if (!drawing_) return replayed<T>(what);
+    T v = drawing_->choose<T>(std::move(key), make_gen);
+    record_->emplace_back(std::in_place_type<T>, v);
+    return v;
+  }
+
+  // indices: values uniform over [lo, hi] (every index, the last included, from the first
+  // samples on), shrinking toward the one closest to 0.
+  Tensor tensor_draw(const char* what, const std::vector<int64_t>& sizes, DType dtype, const ValueConstraint& values,
+                     bool specials, bool expandable, std::optional<std::pair<int64_t, int64_t>> indices = {}) {
+    for (int64_t s : sizes) OPCONFORM_CHECK(s >= 0, ErrorCode::kInvalidArgument, what, ": a negative size ", s);
+    (void)range_of(dtype, values);  // an unsatisfiable constraint throws here
+    if (!drawing_) {
+      const TensorPlan& p = replayed<TensorPlan>(what);
+      OPCONFORM_CHECK(p.sizes == sizes && p.dtype == dtype, ErrorCode::kInvalidArgument, "its draw ", used_, " (", what,
+                      ") is not the recorded one: a builder must be a pure function of its draws");
+      return make_tensor_from(p);
+    }
+    std::vector<TensorLayout> layouts = {TensorLayout::contiguous};
+    if (spec_.include_non_contiguous) {
+      layouts.insert(layouts.end(), {TensorLayout::offset, TensorLayout::sliced, TensorLayout::transposed});
+      if (expandable) layouts.push_back(TensorLayout::expanded);
+    }
+    std::vector<int> weights;
+    for (auto l : layouts) weights.push_back(kLayoutWeights[static_cast<int>(l)]);
+    const TensorStyle style = drawing_->choose<TensorStyle>(key_of("style", layouts.size()), [&] {
+      return rc::gen::map(rc::gen::tuple(choice(weights), rc::gen::inRange(1, 4), choice({5, 75, 20})),
+                          [](const std::tuple<int, int, int>& t) {
+                            return TensorStyle{std::get<0>(t), std::get<1>(t), std::get<2>(t)};
+                          });
+    });
+    TensorPlan p;
+    p.dtype = dtype;
+    p.device = device_;
+    p.sizes = sizes;
+    p.layout = layouts[style.layout];
+    p.offset = style.offset;
+    const int64_t count = stored_count(p);
+    const ValueMode mode = value_mode(style.mode, dtype, values, specials);
+    p.values = drawing_->choose<std::vector<double>>(
+        key_of("values", static_cast<int>(dtype), count, static_cast<int>(mode), indices.has_value(),
+               key_of_constraint(values)),
+        [&]() -> rc::Gen<std::vector<double>> {
+          if (!indices || mode == ValueMode::zeros) return values_gen(dtype, values, mode, count);
+          auto index = rc::gen::resize(kFullSize, int_in(indices->first, indices->second));
+          return rc::gen::container<std::vector<double>>(count, rc::gen::cast<double>(index));
+        });
+    record_->emplace_back(std::in_place_type<TensorPlan>, p);
+    return make_tensor_from(p);
+  }
+
+  const GenerateSpec& spec_;
+  const std::vector<DType>& sample_dtypes_;
+  Device device_;
+  Drawing* drawing_;
+  std::vector<Drawn>* record_;
+  const std::vector<Drawn>* replay_;
+  size_t used_ = 0;
+};
+
+struct BuilderGenerator {
+  std::string op_name;
+  SampleBuilder builder;
+  GenerateSpec spec;
+  std::vector<DType> sample_dtypes;
+  std::vector<std::string> names;
+  FunctionSchema schema;
+
+  // The builder's arguments, drawn (drawing != null, recorded into `record`) or replayed from
+  // plan.draws. Errors name the op.
+  Stack run(const BuilderPlan& plan, Drawing* drawing, std::vector<Drawn>* record) const {
+    try {
+      BuilderDraw draw(spec, sample_dtypes, plan.device, drawing, record, drawing ? nullptr : &plan.draws);
+      Stack args = builder(draw);
+      OPCONFORM_CHECK(args.size() == names.size(), ErrorCode::kInvalidArgument, "it returned ", args.size(),
+                      " arguments where the schema has ", names.size());
+      draw.finish();
+      return args;
+    } catch (const Error& e) {
+      Error named(e.code(), concat("the sample builder of ", op_name, ": ", e.message()));
+      for (const auto& line : e.context()) named.add_context(line);
+      throw named;
+    } catch (const std::exception& e) {
+      throw Error(ErrorCode::kInvalidArgument, concat("the sample builder of ", op_name, " threw: ", e.what()));
+    }
+  }
+
+  // One drawing run: the device, then the builder's draws (Note [Builder plans]).
+  std::pair<BuilderPlan, Choices> draw(const Choices& given, const rc::Random& random, int size) const {
+    Drawing drawing{&given, random, size, {}};
+    BuilderPlan plan;
+    try {
+      const size_t n = spec.devices.size();
+      plan.device = spec.devices[drawing.choose<int64_t>(key_of("device", n), [n] {
+        return rc::gen::map(choice(std::vector<int>(n, 1)), [](int k) { return int64_t{k}; });
+      })];
+      (void)run(plan, &drawing, &plan.draws);
+    } catch (const Error& e) {
+      plan.error = e;  // thrown when materialized, not inside RapidCheck
+    }
+    return {std::move(plan), std::move(drawing.made)};
+  }
+
+  Sample materialize(const BuilderPlan& plan) const {
+    if (plan.error) throw *plan.error;
+    Stack args = run(plan, nullptr, nullptr);
+    if (spec.requires_grad) require_grad(args, schema);
+    std::string d = describe(args, names);
+    return Sample(std::move(args), std::move(d));
+  }
+};
+
+std::shared_ptr<const BuilderGenerator> make_builder_generator(const FunctionSchema& schema, std::string op_name,
+                                                               SampleBuilder builder, const GenerateSpec& spec) {
+  validate_spec(spec);
+  auto g = std::make_shared<BuilderGenerator>();
+  g->op_name = std::move(op_name);
+  g->builder = std::move(builder);
+  g->spec = spec;
+  g->sample_dtypes = sample_dtypes_of(spec);
+  g->names = argument_names(schema);
+  g->schema = schema;
+  return g;
+}
+
+// A drawn plan whose shrinks replace one choice each (any choice, first to last).
+rc::Shrinkable<BuilderPlan> plan_node(std::shared_ptr<const BuilderGenerator> g, const Choices& given,
+                                      const rc::Random& random, int size) {
+  auto [plan, made] = g->draw(given, random, size);
+  if (plan.error) return rc::shrinkable::just(std::move(plan));
+  auto choices = std::make_shared<const Choices>(std::move(made));
+  auto shrinks = rc::seq::mapcat(rc::seq::range<size_t>(0, choices->size()), [=](size_t i) {
+    return rc::seq::map((*choices)[i].value.shrinks(), [=](rc::Shrinkable<ChoiceValue>&& shrunk) {
+      Choices next = *choices;
+      next[i].value = std::move(shrunk);
+      return plan_node(g, next, random, size);
+    });
+  });
+  return rc::shrinkable::just(std::move(plan), std::move(shrinks));
+}
+
+rc::Gen<BuilderPlan> plan_gen(std::shared_ptr<const BuilderGenerator> g) {
+  return rc::Gen<BuilderPlan>([g](const rc::Random& random, int size) { return plan_node(g, {}, random, size); });
+}
+
+struct BuilderTable {
+  std::mutex mutex;
+  std::map<std::string, SampleBuilder, std::less<>> by_op;
+};
+BuilderTable& builder_table() {
+  static BuilderTable table;
+  return table;
+}
+
+// The name an op is known by: op_name, else the schema's.
+std::string op_name_of(const FunctionSchema& schema, std::string_view op_name) {
+  return op_name.empty() ? schema.full_name() : std::string(op_name);
 }
 
 // RapidCheck's spread of sizes over a run (every size in [0, max] used about equally).
@@ -737,6 +1077,81 @@ class QuietListener : public rc::detail::TestListener {
   int shrinks = 0;
 };
 
+// The search both generators share: RapidCheck runs the property on spec.count plans and shrinks
+// the first failing one. An Error while making a sample (a builder's) ends it and is rethrown.
+template <typename Plan, typename Materialize>
+std::optional<GeneratedFailure> search(rc::Gen<Plan> plans, Materialize materialize, const std::string& shown_name,
+                                       const SampleProperty& property, const GenerateSpec& spec) {
+  const uint64_t seed = resolve_seed(spec);
+
+  // The last failing plan is the minimal one: RapidCheck accepts a shrink only when it fails,
+  // and stops after a full round of shrinks that all pass.
+  struct State {
+    std::optional<Plan> failing;
+    CheckResult result;
+    std::optional<Error> error;
+    int runs = 0;
+    bool searching = true;  // false once shrinking started
+  };
+  auto state = std::make_shared<State>();
+  auto testable = [plans, materialize, state, &property, &spec]() -> bool {
+    if (state->error) return true;  // shrinking an unbuildable sample is pointless
+    Plan plan = *plans;
+    if (!state->searching && state->runs >= spec.max_shrink_runs) return true;  // shrink budget spent
+    ++state->runs;
+    Sample sample;
+    try {
+      sample = materialize(plan);
+    } catch (const Error& e) {
+      state->error = e;
+      return false;
+    }
+    CheckResult r;
+    try {
+      r = property(sample);
+    } catch (const std::exception& e) {
+      r.outcome = Outcome::failed;
+      r.message = concat("the property threw: ", e.what());
+    }
+    if (!is_failure(r.outcome)) return true;
+    if (state->searching) state->runs = 0;  // count shrink runs from here
+    state->searching = false;
+    state->failing = std::move(plan);
+    state->result = std::move(r);
+    return false;
+  };
+
+  rc::detail::TestParams params;
+  params.seed = seed;
+  params.maxSuccess = spec.count;
+  params.maxSize = kFullSize;
+  rc::detail::TestMetadata metadata;
+  metadata.id = "opconform:" + shown_name;
+  metadata.description = metadata.id;
+  QuietListener listener;
+  load_rapidcheck_configuration_quietly();
+  const auto outcome = rc::detail::checkTestable(testable, metadata, params, listener);
+
+  if (state->error) throw *state->error;
+  if (outcome.template is<rc::detail::SuccessResult>()) return std::nullopt;
+  rc::detail::FailureResult failure;
+  if (!outcome.match(failure) || !state->failing) {
+    std::ostringstream why;
+    rc::detail::printResultMessage(outcome, why);
+    throw Error(ErrorCode::kInternal, concat("generating samples for ", shown_name, " failed: ", why.str()));
+  }
+  GeneratedFailure out;
+  out.seed = seed;
+  out.minimal = materialize(*state->failing);
+  out.replay = concat("OPCONFORM_SEED=", seed, " ", spec.replay_command.empty() ? program_path() : spec.replay_command);
+  out.samples_tried = failure.numSuccess + 1;
+  out.shrinks = listener.shrinks;
+  out.result = state->result;
+  out.result.minimal_input = out.minimal.description;
+  out.result.repro = out.replay;
+  return out;
+}
+
 }  // namespace
 
 std::string program_path() {
@@ -770,17 +1185,67 @@ rc::Gen<Sample> sample_gen(const FunctionSchema& schema, const InputConstraints&
 
 std::vector<Sample> generate_samples(const FunctionSchema& schema, const InputConstraints& constraints,
                                      const GenerateSpec& spec) {
-  auto gen = sample_gen(schema, constraints, spec);
+  return detail::take_samples(sample_gen(schema, constraints, spec), spec);
+}
+
+void declare_sample_builder(std::string op_name, SampleBuilder builder) {
+  OPCONFORM_CHECK(builder, ErrorCode::kInvalidArgument, "declare_sample_builder(", op_name, "): an empty builder");
+  auto& t = builder_table();
+  std::lock_guard lock(t.mutex);
+  t.by_op[std::move(op_name)] = std::move(builder);
+}
+
+SampleBuilder declared_sample_builder(std::string_view op_name) {
+  auto& t = builder_table();
+  std::lock_guard lock(t.mutex);
+  if (auto it = t.by_op.find(op_name); it != t.by_op.end()) return it->second;
+  // "ns::op.overload" falls back to the builder of "ns::op" (as declared_constraints does).
+  auto colon = op_name.rfind("::");
+  auto dot = op_name.find('.', colon == std::string_view::npos ? 0 : colon);
+  if (dot != std::string_view::npos) {
+    if (auto it = t.by_op.find(op_name.substr(0, dot)); it != t.by_op.end()) return it->second;
+  }
+  return {};
+}
+
+bool undeclare_sample_builder(std::string_view op_name) {
+  auto& t = builder_table();
+  std::lock_guard lock(t.mutex);
+  auto it = t.by_op.find(op_name);
+  if (it == t.by_op.end()) return false;
+  t.by_op.erase(it);
+  return true;
+}
+
+namespace detail {
+
+rc::Gen<Sample> op_sample_gen(const FunctionSchema& schema, std::string_view op_name, const GenerateSpec& spec) {
+  const std::string name = op_name_of(schema, op_name);
+  if (auto builder = declared_sample_builder(name)) {
+    auto g = make_builder_generator(schema, name, std::move(builder), spec);
+    return rc::gen::map(plan_gen(g), [g](const BuilderPlan& p) { return g->materialize(p); });
+  }
+  return sample_gen(schema, declared_constraints(name).value_or(InputConstraints{}), spec);
+}
+
+std::vector<Sample> take_samples(const rc::Gen<Sample>& gen, const GenerateSpec& spec) {
   rc::Random random(resolve_seed(spec));
   std::vector<Sample> out;
-  out.reserve(spec.count);
+  out.reserve(std::max(spec.count, 0));
   for (int i = 0; i < spec.count; ++i) out.push_back(gen(random.split(), size_for(i, spec.count)).value());
   return out;
 }
 
+}  // namespace detail
+
 std::optional<GeneratedFailure> find_failure(const FunctionSchema& schema, const std::string& op_name,
                                              const SampleProperty& property, const GenerateSpec& spec) {
-  auto declared = declared_constraints(op_name.empty() ? schema.full_name() : op_name);
+  const std::string name = op_name_of(schema, op_name);
+  if (auto builder = declared_sample_builder(name)) {
+    auto g = make_builder_generator(schema, name, std::move(builder), spec);
+    return search(plan_gen(g), [g](const BuilderPlan& p) { return g->materialize(p); }, name, property, spec);
+  }
+  auto declared = declared_constraints(name);
   return find_failure(schema, declared.value_or(InputConstraints{}), op_name, property, spec);
 }
 
@@ -788,66 +1253,8 @@ std::optional<GeneratedFailure> find_failure(const FunctionSchema& schema, const
                                              const std::string& op_name, const SampleProperty& property,
                                              const GenerateSpec& spec) {
   auto g = make_generator(schema, constraints, spec);
-  const uint64_t seed = resolve_seed(spec);
-  const std::string shown_name = op_name.empty() ? schema.full_name() : op_name;
-
-  // The last failing plan is the minimal one: RapidCheck accepts a shrink only when it fails,
-  // and stops after a full round of shrinks that all pass.
-  struct State {
-    std::optional<SamplePlan> failing;
-    CheckResult result;
-    int runs = 0;
-    bool searching = true;  // false once shrinking started
-  };
-  auto state = std::make_shared<State>();
-  auto plans = plan_gen(g);
-  auto testable = [g, plans, state, &property, &spec]() -> bool {
-    SamplePlan plan = *plans;
-    if (!state->searching && state->runs >= spec.max_shrink_runs) return true;  // shrink budget spent
-    ++state->runs;
-    CheckResult r;
-    try {
-      r = property(g->materialize(plan));
-    } catch (const std::exception& e) {
-      r.outcome = Outcome::failed;
-      r.message = concat("the property threw: ", e.what());
-    }
-    if (!is_failure(r.outcome)) return true;
-    if (state->searching) state->runs = 0;  // count shrink runs from here
-    state->searching = false;
-    state->failing = std::move(plan);
-    state->result = std::move(r);
-    return false;
-  };
-
-  rc::detail::TestParams params;
-  params.seed = seed;
-  params.maxSuccess = spec.count;
-  params.maxSize = kFullSize;
-  rc::detail::TestMetadata metadata;
-  metadata.id = "opconform:" + shown_name;
-  metadata.description = metadata.id;
-  QuietListener listener;
-  load_rapidcheck_configuration_quietly();
-  const auto outcome = rc::detail::checkTestable(testable, metadata, params, listener);
-
-  if (outcome.template is<rc::detail::SuccessResult>()) return std::nullopt;
-  rc::detail::FailureResult failure;
-  if (!outcome.match(failure) || !state->failing) {
-    std::ostringstream why;
-    rc::detail::printResultMessage(outcome, why);
-    throw Error(ErrorCode::kInternal, concat("generating samples for ", shown_name, " failed: ", why.str()));
-  }
-  GeneratedFailure out;
-  out.seed = seed;
-  out.minimal = g->materialize(*state->failing);
-  out.replay = concat("OPCONFORM_SEED=", seed, " ", spec.replay_command.empty() ? program_path() : spec.replay_command);
-  out.samples_tried = failure.numSuccess + 1;
-  out.shrinks = listener.shrinks;
-  out.result = state->result;
-  out.result.minimal_input = out.minimal.description;
-  out.result.repro = out.replay;
-  return out;
+  return search(plan_gen(g), [g](const SamplePlan& p) { return g->materialize(p); }, op_name_of(schema, op_name),
+                property, spec);
 }
 
 }  // namespace opconform::conformance

@@ -7,6 +7,16 @@
 // (check_jacobian) takes a Problem with two evaluators and does the slow/fast comparison, the
 // reentrancy, zero-grad_outputs and shape/dtype checks; each check only builds its Problem.
 //
+// Note [Points where the op is not differentiable]: at a kink (|x| at 0) or a jump (floor at an
+// integer) within eps of the sample, the central difference is no derivative at all. So a
+// numerical entry that disagrees with the analytical one is looked at more closely, from f at
+// x - eps, x - eps/2, x, x + eps/2, x + eps: when the difference quotient doubles as the step
+// halves, f jumps there and any analytical value (a convention, such as 0 for floor) is
+// accepted; when the one-sided differences disagree, f has a kink there and an analytical value
+// between them (a subgradient) is accepted, one outside them still fails; otherwise f is smooth
+// and the disagreement is a finding. Samples holding NaN or infinity (in an input, or in the
+// output at the sample) have no finite differences: the check is skipped for them.
+//
 // Everything works on float64 values held as std::vector<double> (the perturbations need exact
 // control of every element), turned into fresh tensors for each evaluation: the sample is never
 // touched, and no saved tensor of a recorded graph is ever written to.
@@ -15,6 +25,8 @@
 #include <cmath>
 #include <functional>
 #include <iomanip>
+#include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -150,6 +162,19 @@ Tensor grad_output_like(const Tensor& like, std::optional<int64_t> hot) {
   return from_vector<double>(v, like.sizes()).to(like.dtype(), like.device());
 }
 
+// Whether the gradient of input i is itself infinite or NaN at the sample (grad_outputs all
+// ones): then zero grad_outputs give 0 * inf = NaN without the backward being wrong.
+bool gradient_overflows(const std::vector<Tensor>& outputs, const std::vector<Tensor>& leaves, size_t i) {
+  std::vector<Tensor> ones;
+  for (const Tensor& out : outputs) {
+    ones.push_back(from_vector<double>(std::vector<double>(static_cast<size_t>(out.numel()), 1.0), out.sizes())
+                       .to(out.dtype(), out.device()));
+  }
+  for (double g : values_of(backward(outputs, ones, leaves).at(i)))
+    if (!std::isfinite(g)) return true;
+  return false;
+}
+
 std::vector<double> random_unit(std::mt19937_64& rng, size_t n) {
   std::normal_distribution<double> normal;
   std::vector<double> v(n);
@@ -194,6 +219,55 @@ Tolerance tolerance_of(const GradcheckOptions& o) {
   t.rtol = o.rtol;
   t.atol = o.atol;
   return t;
+}
+
+// f around one point, for one numerical Jacobian entry: at x - eps, x, x + eps, and (only when
+// the central difference disagrees with the analytical value) at x -/+ eps/2.
+struct Stencil {
+  double minus, base, plus;
+  std::optional<double> half_minus, half_plus;
+};
+
+bool close_enough(double analytical, double numerical, const GradcheckOptions& o) {
+  return std::abs(analytical - numerical) <= o.atol + o.rtol * std::abs(numerical);
+}
+
+// The numerical value the analytical one is compared with (Note [Points where the op is not
+// differentiable]): the central difference at smooth points; at a kink (one-sided differences
+// disagree) the analytical value when it lies between them; at a jump (the difference quotient
+// doubles when the step halves) the analytical value, whatever convention it follows.
+double numerical_entry(const Stencil& s, double eps, double analytical, const GradcheckOptions& o) {
+  const double central = (s.plus - s.minus) / (2 * eps);
+  if (close_enough(analytical, central, o) || !s.half_minus || std::isnan(analytical)) return central;
+  // A smooth f changes these by O(eps f''), far below the bounds for |f''| < 1e3.
+  auto differ = [](double a, double b) { return std::abs(a - b) > 1e-3 * (1 + std::abs(a) + std::abs(b)); };
+  const double half_central = (*s.half_plus - *s.half_minus) / eps;
+  if (differ(central, half_central)) return analytical;  // a jump within eps of x
+  const double left = (s.base - s.minus) / eps, right = (s.plus - s.base) / eps;
+  if (!differ(left, right)) return central;  // smooth: the analytical value is wrong
+  const double lo = std::min(left, right), hi = std::max(left, right);
+  const double slack = o.atol + o.rtol * std::max(std::abs(lo), std::abs(hi));
+  return analytical >= lo - slack && analytical <= hi + slack ? analytical : central;
+}
+
+bool all_finite(const std::vector<double>& values) {
+  for (double v : values)
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
+// Skipped when f is finite at the sample but not a step away: the sample lies within eps of the
+// edge of the op's domain (log near 0), where the difference quotient is undefined.
+std::optional<CheckResult> domain_edge(const Problem& p, const GradcheckOptions& o,
+                                       const std::vector<std::vector<double>>& f_minus,
+                                       const std::vector<std::vector<double>>& f_plus, const std::string& what) {
+  for (size_t k = 0; k < f_plus.size(); ++k) {
+    if (all_finite(f_plus[k]) && all_finite(f_minus.at(k))) continue;
+    return result(p, Outcome::skipped,
+                  concat(p.check, " of '", p.op_name, "': ", what, " lies within eps = ", fmt(o.eps),
+                         " of where the op is undefined (NaN or infinity a step away). Sample: ", p.sample, "."));
+  }
+  return std::nullopt;
 }
 
 // Compares one Jacobian block (rows: output elements, columns: input elements) with compare().
@@ -274,6 +348,7 @@ CheckResult check_slow(const Problem& p, const GradcheckOptions& o, const std::v
   }
 
   std::vector<Tensor> inputs = make_inputs(p);
+  const auto f_base = evaluate_values(p, inputs);
   for (size_t i = 0; i < n_in; ++i) {
     const Variable& var = p.inputs[i];
     const size_t cols = var.values.size();
@@ -285,6 +360,8 @@ CheckResult check_slow(const Problem& p, const GradcheckOptions& o, const std::v
       auto f_plus = evaluate_values(p, inputs);
       inputs[i] = var.make(minus);
       auto f_minus = evaluate_values(p, inputs);
+      if (auto edge = domain_edge(p, o, f_minus, f_plus, concat(var.name, " element ", shape_string(unravel(static_cast<int64_t>(j), var.sizes))))) return *edge;
+      std::vector<std::vector<double>> f_half_plus, f_half_minus;  // evaluated on a mismatch only
       for (size_t k = 0; k < n_out; ++k) {
         if (f_plus.at(k).size() != static_cast<size_t>(outputs[k].numel())) {
           return result(p, Outcome::failed,
@@ -292,7 +369,21 @@ CheckResult check_slow(const Problem& p, const GradcheckOptions& o, const std::v
                                        " elements without a graph but ", outputs[k].numel(), " with one."));
         }
         for (size_t r = 0; r < f_plus[k].size(); ++r) {
-          numerical[k][i][r * cols + j] = (f_plus[k][r] - f_minus[k][r]) / (2 * o.eps);
+          const double a = analytical[k][i][r * cols + j];
+          Stencil st{f_minus[k][r], f_base.at(k)[r], f_plus[k][r], {}, {}};
+          if (!close_enough(a, (st.plus - st.minus) / (2 * o.eps), o)) {
+            if (f_half_plus.empty()) {
+              plus[j] = var.values[j] + o.eps / 2;
+              minus[j] = var.values[j] - o.eps / 2;
+              inputs[i] = var.make(plus);
+              f_half_plus = evaluate_values(p, inputs);
+              inputs[i] = var.make(minus);
+              f_half_minus = evaluate_values(p, inputs);
+            }
+            st.half_plus = f_half_plus.at(k).at(r);
+            st.half_minus = f_half_minus.at(k).at(r);
+          }
+          numerical[k][i][r * cols + j] = numerical_entry(st, o.eps, a, o);
         }
       }
     }
@@ -347,6 +438,7 @@ CheckResult check_fast(const Problem& p, const GradcheckOptions& o, const std::v
   }
 
   std::vector<Tensor> inputs = make_inputs(p);
+  const auto f_base = evaluate_values(p, inputs);
   for (size_t i = 0; i < n_in; ++i) {
     const Variable& var = p.inputs[i];
     std::vector<double> plus = var.values, minus = var.values;
@@ -359,10 +451,23 @@ CheckResult check_fast(const Problem& p, const GradcheckOptions& o, const std::v
     inputs[i] = var.make(minus);
     auto f_minus = evaluate_values(p, inputs);
     inputs[i] = var.make();
+    if (auto edge = domain_edge(p, o, f_minus, f_plus, var.name)) return *edge;
     for (size_t k = 0; k < n_out; ++k) {
-      std::vector<double> ju(f_plus.at(k).size());
-      for (size_t r = 0; r < ju.size(); ++r) ju[r] = (f_plus[k][r] - f_minus[k][r]) / (2 * o.eps);
-      double numerical = dot(v[k], ju);
+      // v^T J u from evaluations along u (Note [Points where the op is not differentiable]).
+      Stencil st{dot(v[k], f_minus.at(k)), dot(v[k], f_base.at(k)), dot(v[k], f_plus[k]), {}, {}};
+      if (!close_enough(analytical[k][i], (st.plus - st.minus) / (2 * o.eps), o)) {
+        std::vector<double> half_plus = var.values, half_minus = var.values;
+        for (size_t j = 0; j < half_plus.size(); ++j) {
+          half_plus[j] += o.eps / 2 * u[i][j];
+          half_minus[j] -= o.eps / 2 * u[i][j];
+        }
+        inputs[i] = var.make(half_plus);
+        st.half_plus = dot(v[k], evaluate_values(p, inputs).at(k));
+        inputs[i] = var.make(half_minus);
+        st.half_minus = dot(v[k], evaluate_values(p, inputs).at(k));
+        inputs[i] = var.make();
+      }
+      double numerical = numerical_entry(st, o.eps, analytical[k][i], o);
       Comparison c = compare(scalar_tensor(analytical[k][i], TensorOptions(DType::Float64)),
                              scalar_tensor(numerical, TensorOptions(DType::Float64)), tolerance_of(o));
       if (!c.equal) {
@@ -381,6 +486,42 @@ CheckResult check_fast(const Problem& p, const GradcheckOptions& o, const std::v
 // Note [One Jacobian checker for both orders]
 CheckResult check_jacobian(const Problem& p, const GradcheckOptions& o) {
   try {
+    // Past this magnitude a step of eps changes x by less than a thousand ulps: the difference
+    // quotient is rounding noise.
+    const double too_large = o.eps / (1e3 * std::numeric_limits<double>::epsilon());
+    for (const auto& var : p.inputs) {
+      if (!all_finite(var.values)) {
+        return result(p, Outcome::skipped,
+                      concat(p.check, " of '", p.op_name, "': ", var.name,
+                             " holds NaN or infinity, where finite differences are undefined. Sample: ", p.sample, "."));
+      }
+      for (double v : var.values) {
+        if (std::abs(v) > too_large) {
+          return result(p, Outcome::skipped,
+                        concat(p.check, " of '", p.op_name, "': ", var.name, " holds ", fmt(v),
+                               ", too large for finite differences with eps ", fmt(o.eps), ". Sample: ", p.sample, "."));
+        }
+      }
+    }
+    for (const auto& out : evaluate_values(p, make_inputs(p))) {
+      if (!all_finite(out)) {
+        return result(p, Outcome::skipped,
+                      concat(p.check, " of '", p.op_name, "': the output at this sample holds NaN or infinity, ",
+                             "where finite differences are undefined. Sample: ", p.sample, "."));
+      }
+    }
+    // Every input moved by +eps, then by -eps: NaN or infinity there means the sample lies within
+    // eps of the edge of the op's domain (checked up front: the gradient there can be infinite).
+    for (double step : {o.eps, -o.eps}) {
+      std::vector<Tensor> moved;
+      for (const auto& var : p.inputs) {
+        std::vector<double> v = var.values;
+        for (double& x : v) x += step;
+        moved.push_back(var.make(v));
+      }
+      const auto f = evaluate_values(p, moved);
+      if (auto edge = domain_edge(p, o, f, f, "the sample")) return *edge;
+    }
     std::vector<Tensor> leaves = make_leaves(p);
     std::vector<Tensor> outputs = p.record(leaves);
 
@@ -391,6 +532,12 @@ CheckResult check_jacobian(const Problem& p, const GradcheckOptions& o) {
       if (auto bad = check_gradient_metadata(p, grads, leaves, o.check_grad_dtypes)) return result(p, Outcome::failed, *bad);
       for (size_t i = 0; i < grads.size(); ++i) {
         for (double g : values_of(grads[i])) {
+          if (std::isnan(g) && gradient_overflows(outputs, leaves, i)) {
+            return result(p, Outcome::skipped,
+                          concat(p.check, " of '", p.op_name, "': the gradient of ", p.inputs[i].name,
+                                 " is not finite at this sample (it overflows), so 0 * gradient is NaN and no ",
+                                 "difference quotient can match it. Sample: ", p.sample, "."));
+          }
           if (g != 0) {
             return result(p, Outcome::failed,
                           concat(p.check, " of '", p.op_name, "': zero grad_outputs gave a nonzero gradient of ",
@@ -441,7 +588,7 @@ std::vector<std::pair<std::string, Tensor>> returned_tensors(const OperatorHandl
 std::vector<Tensor> run_op(const OpCall& call, const std::vector<Tensor>& inputs) {
   Stack stack = call.args;
   for (size_t i = 0; i < inputs.size(); ++i) stack[call.slots[i]] = IValue(inputs[i]);
-  call.op.call_boxed(stack);
+  ::opconform::conformance::detail::run_boxed(call.op, stack);
   std::vector<Tensor> out;
   for (auto& [name, t] : returned_tensors(call.op, stack)) out.push_back(t);
   return out;
@@ -500,7 +647,7 @@ std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, 
   try {
     Stack stack = call.args;
     for (size_t i = 0; i < leaves.size(); ++i) stack[call.slots[i]] = IValue(leaves[i]);
-    op.call_boxed(stack);
+    ::opconform::conformance::detail::run_boxed(op, stack);
     named = returned_tensors(op, stack);
   } catch (const Error& e) {
     return result(problem, Outcome::failed, concat(check, " of '", op.name(), "': the op threw on float64 inputs that require grad: ",

@@ -57,7 +57,7 @@ bool is_written(const OperatorHandle& op, size_t i) {
 Stack call(const OperatorHandle& op, const Stack& args) {
   NoGradGuard no_grad;
   Stack stack = args;
-  op.call_boxed(stack);
+  ::opconform::conformance::detail::run_boxed(op, stack);
   return stack;
 }
 
@@ -543,7 +543,7 @@ class VmapConsistency final : public Check {
           [&](const std::vector<Tensor>& xs) {
             Stack stack = elements[0];
             for (size_t i = 0; i < slots.size(); ++i) stack[slots[i]] = IValue(xs[i]);
-            op.call_boxed(stack);
+            ::opconform::conformance::detail::run_boxed(op, stack);
             std::vector<Tensor> outs;
             for (const auto& v : stack) outs.push_back(v.to_tensor());
             return outs;

@@ -131,7 +131,7 @@ class TestAutogradRegistration final : public Check {
     Stack stack = clone_args(ctx.sample.args);
     try {
       autograd::NoGradGuard no_grad;
-      op.call_boxed(stack);
+      ::opconform::conformance::detail::run_boxed(op, stack);
     } catch (const std::exception& e) {
       return operator_threw(result.check, op.name(), e, sample, "the real run");
     }

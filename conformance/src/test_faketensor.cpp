@@ -63,7 +63,7 @@ class TestFakeTensor final : public Check {
     Stack real_args = clone_args(ctx.sample.args);
     Stack real = real_args;
     try {
-      op.call_boxed(real);
+      ::opconform::conformance::detail::run_boxed(op, real);
     } catch (const std::exception& e) {
       return operator_threw(result.check, op.name(), e, sample, "the real run");
     }
@@ -87,7 +87,7 @@ class TestFakeTensor final : public Check {
       }
       try {
         FakeTensorModeGuard guard(mode);
-        op.call_boxed(fake);
+        ::opconform::conformance::detail::run_boxed(op, fake);
       } catch (const Error& e) {
         if (e.code() == ErrorCode::kNotImplemented && contains(e.what(), "has no fake kernel")) {
           return fail(concat("no fake kernel: the operator cannot run on fake tensors, so it cannot be traced, "

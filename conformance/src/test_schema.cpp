@@ -142,7 +142,7 @@ class TestSchema final : public Check {
     }
     Stack stack = args;
     try {
-      op.call_boxed(stack);
+      ::opconform::conformance::detail::run_boxed(op, stack);
     } catch (const std::exception& e) {
       return operator_threw(result.check, op.name(), e, sample, "the real run");
     }
@@ -318,7 +318,7 @@ class TestSchema final : public Check {
       }
       Stack s = a;
       try {
-        ctx.op.call_boxed(s);
+        ::opconform::conformance::detail::run_boxed(ctx.op, s);
       } catch (const std::exception& e) {
         result = operator_threw(result.check, ctx.op.name(), e, sample, "a run with pre-filled out buffers");
         return std::nullopt;

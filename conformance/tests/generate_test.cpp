@@ -3,10 +3,15 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <rapidcheck.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
 
 #include "opconform/conformance/constraints.h"
 #include "opconform/core/schema.h"
@@ -426,6 +431,321 @@ TEST(FindFailure, UsesTheDeclaredConstraints) {
                               spec_with(200));
   undeclare_constraints("gentest2::pos");
   EXPECT_FALSE(failure.has_value()) << failure->minimal.description;
+}
+
+// ---- sample builders ----
+
+// Declares a builder for one test scope.
+class ScopedBuilder {
+ public:
+  ScopedBuilder(std::string op, SampleBuilder builder) : op_(std::move(op)) { declare_sample_builder(op_, std::move(builder)); }
+  ~ScopedBuilder() { undeclare_sample_builder(op_); }
+
+ private:
+  std::string op_;
+};
+
+// A view-like op: `size` must multiply to self's numel (one entry may be -1), which no
+// InputConstraints can say. The builder regroups self's sizes: adjacent ones merged where a coin
+// says so, sometimes a trailing 1, sometimes one entry -1.
+const char* kViewSchema = "gentest_b::view(Tensor self, int[] size) -> Tensor";
+Stack view_builder(SampleDraw& draw) {
+  const auto shape = draw.shape(0, 3);
+  Tensor self = draw.tensor(shape, draw.dtype());
+  std::vector<int64_t> size;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (d > 0 && draw.coin(40)) size.back() *= shape[d];
+    else size.push_back(shape[d]);
+  }
+  if (draw.coin(20)) size.push_back(1);
+  if (self.numel() > 0 && !size.empty() && draw.coin(20))
+    size[draw.integer(0, static_cast<int64_t>(size.size()) - 1)] = -1;
+  return Stack{IValue(self), IValue(size)};
+}
+
+// Whether `size` is a valid view size for `numel` elements.
+bool valid_view_size(const std::vector<int64_t>& size, int64_t numel) {
+  int64_t known = 1, inferred = 0;
+  for (int64_t s : size) {
+    if (s == -1) ++inferred;
+    else if (s < 0) return false;
+    else known *= s;
+  }
+  if (inferred == 0) return known == numel;
+  return inferred == 1 && known > 0 && numel % known == 0;
+}
+
+CheckResult contiguity_property(const Sample& s) {
+  CheckResult r = result("contiguous_only");
+  if (!s.args[0].to_tensor().is_contiguous()) {
+    r.outcome = Outcome::failed;
+    r.message = "gentest_b::view: a non-contiguous self";
+  }
+  return r;
+}
+
+TEST(SampleBuilder, EverySampleIsValidAndCoverageIsKept) {
+  ScopedBuilder declared("gentest_b::view", view_builder);
+  auto schema = parse_schema(kViewSchema);
+  int non_contiguous = 0, empties = 0, scalars = 0, regrouped = 0, inferred = 0;
+  for (const auto& s : generate_samples(schema, "gentest_b::view", spec_with(200))) {
+    ASSERT_EQ(s.args.size(), 2u);
+    const Tensor& self = s.args[0].to_tensor();
+    const auto size = s.args[1].to<std::vector<int64_t>>();
+    EXPECT_TRUE(valid_view_size(size, self.numel())) << s.description;
+    EXPECT_TRUE(self.dtype() == DType::Float32 || self.dtype() == DType::Float64);
+    EXPECT_LE(self.dim(), 3);
+    EXPECT_THAT(s.description, HasSubstr("self: "));
+    EXPECT_THAT(s.description, HasSubstr("size: "));
+    non_contiguous += !self.is_contiguous();
+    empties += self.numel() == 0;
+    scalars += self.dim() == 0;
+    regrouped += !std::ranges::equal(size, self.sizes());
+    inferred += std::ranges::count(size, -1);
+  }
+  EXPECT_GT(non_contiguous, 0);
+  EXPECT_GT(empties, 0);
+  EXPECT_GT(scalars, 0);
+  EXPECT_GT(regrouped, 0);
+  EXPECT_GT(inferred, 0);
+}
+
+TEST(SampleBuilder, SameSeedSameSamples) {
+  ScopedEnv no_override("OPCONFORM_SEED", std::nullopt);
+  ScopedBuilder declared("gentest_b::view", view_builder);
+  auto schema = parse_schema(kViewSchema);
+  auto first = generate_samples(schema, "gentest_b::view", spec_with(60, 99));
+  auto second = generate_samples(schema, std::string("gentest_b::view"), spec_with(60, 99));
+  auto other = generate_samples(schema, "gentest_b::view", spec_with(60, 100));
+  ASSERT_EQ(first.size(), 60u);
+  ASSERT_EQ(second.size(), 60u);
+  bool differs = false;
+  for (size_t i = 0; i < first.size(); ++i) {
+    EXPECT_EQ(first[i].description, second[i].description);
+    const Tensor& x = first[i].args[0].to_tensor();
+    const Tensor& y = second[i].args[0].to_tensor();
+    EXPECT_TRUE(std::ranges::equal(x.strides(), y.strides()));
+    EXPECT_EQ(x.storage_offset(), y.storage_offset());
+    EXPECT_TRUE(equal(x, y));
+    EXPECT_EQ(first[i].args[1].to<std::vector<int64_t>>(), second[i].args[1].to<std::vector<int64_t>>());
+    differs = differs || first[i].description != other[i].description;
+  }
+  EXPECT_TRUE(differs);
+}
+
+TEST(SampleBuilder, FailureShrinksToTwoElementNonContiguousInput) {
+  ScopedEnv no_override("OPCONFORM_SEED", std::nullopt);
+  ScopedBuilder declared("gentest_b::view", view_builder);
+  auto schema = parse_schema(kViewSchema);
+  for (uint64_t seed : {42u, 1u, 7u, 2024u}) {
+    auto failure = find_failure(schema, "gentest_b::view", contiguity_property, float64_spec(seed));
+    ASSERT_TRUE(failure.has_value()) << seed;
+    const Tensor& self = failure->minimal.args[0].to_tensor();
+    const auto size = failure->minimal.args[1].to<std::vector<int64_t>>();
+    EXPECT_EQ(self.numel(), 2) << seed << ": " << failure->minimal.description;
+    EXPECT_FALSE(self.is_contiguous()) << seed << ": " << failure->minimal.description;
+    // The size's draws shrink too: no merge, no trailing 1, no -1.
+    EXPECT_TRUE(std::ranges::equal(size, self.sizes())) << seed << ": " << failure->minimal.description;
+    EXPECT_EQ(failure->result.outcome, Outcome::failed);
+    EXPECT_EQ(failure->result.minimal_input, failure->minimal.description);
+    EXPECT_THAT(failure->replay, HasSubstr("OPCONFORM_SEED=" + std::to_string(seed) + " "));
+    EXPECT_GT(failure->shrinks, 0);
+  }
+}
+
+TEST(SampleBuilder, ReplayGivesTheSameMinimalSample) {
+  ScopedBuilder declared("gentest_b::view", view_builder);
+  auto schema = parse_schema(kViewSchema);
+  // The property writes its input: the minimal sample is rebuilt from the draws, untouched.
+  auto writing_property = [](const Sample& s) {
+    CheckResult r = contiguity_property(s);
+    s.args[0].to_tensor().fill_(5);
+    return r;
+  };
+  GenerateSpec random_seed = float64_spec(0);
+  auto failure = find_failure(schema, "gentest_b::view", writing_property, random_seed);
+  ASSERT_TRUE(failure.has_value());
+  ASSERT_NE(failure->seed, 0u);
+  ScopedEnv env("OPCONFORM_SEED", std::to_string(failure->seed));
+  auto replayed = find_failure(schema, "gentest_b::view", writing_property, random_seed);
+  ASSERT_TRUE(replayed.has_value());
+  EXPECT_EQ(replayed->seed, failure->seed);
+  EXPECT_EQ(replayed->minimal.description, failure->minimal.description);
+  EXPECT_EQ(replayed->shrinks, failure->shrinks);
+  const Tensor& a = failure->minimal.args[0].to_tensor();
+  const Tensor& b = replayed->minimal.args[0].to_tensor();
+  EXPECT_TRUE(std::ranges::equal(a.strides(), b.strides()));
+  EXPECT_EQ(a.storage_offset(), b.storage_offset());
+  EXPECT_TRUE(equal(a, b));
+  for (double v : a.to_vector<double>()) EXPECT_NE(v, 5.0) << failure->minimal.description;
+  EXPECT_EQ(failure->minimal.args[1].to<std::vector<int64_t>>(), replayed->minimal.args[1].to<std::vector<int64_t>>());
+  EXPECT_EQ(contiguity_property(failure->minimal).outcome, Outcome::failed);
+}
+
+TEST(SampleBuilder, FailingEverywhereShrinksEveryDrawToItsSimplestValue) {
+  ScopedBuilder declared("gentest_s::simple", [](SampleDraw& draw) {
+    auto shape = draw.shape(0, 3);
+    DType dt = draw.dtype();
+    Tensor x = draw.tensor(shape, dt);
+    int64_t a = draw.integer(-3, 5), b = draw.integer(2, 5), c = draw.integer(-9, -4);
+    double r = draw.real(0.5, 2.0);
+    bool coin = draw.coin(90);
+    return Stack{IValue(x), IValue(a), IValue(b), IValue(c), IValue(r), IValue(coin)};
+  });
+  auto schema = parse_schema("gentest_s::simple(Tensor x, int a, int b, int c, float r, bool coin) -> Tensor");
+  auto failure = find_failure(schema, "gentest_s::simple", [](const Sample&) { return crashed_result(); }, spec_with(20));
+  ASSERT_TRUE(failure.has_value());
+  const auto& args = failure->minimal.args;
+  const Tensor& x = args[0].to_tensor();
+  EXPECT_EQ(x.dim(), 0) << failure->minimal.description;
+  EXPECT_EQ(x.dtype(), DType::Float32);  // the first of the default dtypes
+  EXPECT_EQ(x.item().to_double(), 0.0);
+  EXPECT_EQ(args[1].to_int(), 0);
+  EXPECT_EQ(args[2].to_int(), 2);
+  EXPECT_EQ(args[3].to_int(), -4);
+  EXPECT_EQ(args[4].to_double(), 0.5);
+  EXPECT_FALSE(args[5].to_bool());
+}
+
+TEST(SampleBuilder, DrawsFollowTheSpec) {
+  GenerateSpec spec = spec_with(150);
+  spec.include_non_contiguous = spec.include_empty = spec.include_scalars = spec.include_special_values = false;
+  spec.max_rank = 2;
+  spec.max_dim_size = 3;
+  spec.dtypes = {DType::Float64};
+  ScopedBuilder declared("gentest_d::f", [](SampleDraw& draw) {
+    auto shape = draw.shape(0, 4);
+    Tensor x = draw.tensor(shape, draw.dtype());
+    auto big = draw.shape(3, 5, 2);  // min_rank and min_size win over the spec's caps
+    Tensor y = draw.tensor(big, draw.dtype({DType::Int32, DType::Float64}));
+    Tensor z = draw.tensor({2}, draw.dtype({DType::Int32}));  // not in the spec: allowed itself
+    return Stack{IValue(x), IValue(y), IValue(z)};
+  });
+  auto schema = parse_schema("gentest_d::f(Tensor x, Tensor y, Tensor z) -> Tensor");
+  for (const auto& s : generate_samples(schema, "gentest_d::f", spec)) {
+    const Tensor& x = s.args[0].to_tensor();
+    const Tensor& y = s.args[1].to_tensor();
+    EXPECT_TRUE(x.dim() >= 1 && x.dim() <= 2) << s.description;
+    for (int64_t d : x.sizes()) EXPECT_TRUE(d >= 1 && d <= 3) << s.description;
+    EXPECT_TRUE(x.is_contiguous()) << s.description;
+    EXPECT_EQ(x.dtype(), DType::Float64);
+    for (double v : x.to_vector<double>()) EXPECT_TRUE(std::isfinite(v) && std::abs(v) <= 10) << s.description;
+    EXPECT_EQ(y.dim(), 3) << s.description;
+    for (int64_t d : y.sizes()) EXPECT_TRUE(d >= 2 && d <= 3) << s.description;
+    EXPECT_EQ(y.dtype(), DType::Float64);
+    EXPECT_EQ(s.args[2].to_tensor().dtype(), DType::Int32);
+  }
+}
+
+TEST(SampleBuilder, IndexTensorsHoldValidIndicesUpToTheLast) {
+  // gather(self, dim, index): index values must be indices of self's dim.
+  ScopedBuilder declared("gentest_g::gather", [](SampleDraw& draw) {
+    auto shape = draw.shape(1, 3, 1, /*allow_empty=*/false);
+    Tensor self = draw.tensor(shape, draw.dtype());
+    const int64_t dim = draw.integer(0, static_cast<int64_t>(shape.size()) - 1);
+    auto index_sizes = shape;
+    index_sizes[dim] = draw.integer(0, 4);
+    Tensor index = draw.index_tensor(index_sizes, 0, shape[dim] - 1);
+    return Stack{IValue(self), IValue(dim), IValue(index)};
+  });
+  auto schema = parse_schema("gentest_g::gather(Tensor self, int dim, Tensor index) -> Tensor");
+  int last_index_used = 0, non_contiguous = 0;
+  for (const auto& s : generate_samples(schema, "gentest_g::gather", spec_with(200))) {
+    const Tensor& self = s.args[0].to_tensor();
+    const int64_t dim = s.args[1].to_int();
+    const Tensor& index = s.args[2].to_tensor();
+    EXPECT_EQ(index.dtype(), DType::Int64);
+    const auto values = index.to_vector<double>();
+    for (double v : values) EXPECT_TRUE(v >= 0 && v < self.size(dim)) << s.description;
+    last_index_used += self.size(dim) > 1 && std::ranges::count(values, static_cast<double>(self.size(dim) - 1)) > 0;
+    non_contiguous += !index.is_contiguous();
+  }
+  EXPECT_GT(last_index_used, 20);
+  EXPECT_GT(non_contiguous, 0);
+}
+
+TEST(SampleBuilder, OverloadsFallBackToTheOpsBuilder) {
+  auto marker = [](int64_t k) {
+    return [k](SampleDraw& draw) { return Stack{IValue(draw.tensor(draw.shape(0, 2), draw.dtype())), IValue(k)}; };
+  };
+  ScopedBuilder all("gentest_o::f", marker(1));
+  ScopedBuilder own("gentest_o::f.special", marker(2));
+  EXPECT_TRUE(declared_sample_builder("gentest_o::f"));
+  EXPECT_TRUE(declared_sample_builder("gentest_o::f.other"));
+  EXPECT_FALSE(declared_sample_builder("gentest_o::g"));
+  EXPECT_FALSE(declared_sample_builder("gentest_o::g.special"));
+  auto schema = parse_schema("gentest_o::f(Tensor x, int k) -> Tensor");
+  auto k_of = [&](const std::string& op) {
+    std::set<int64_t> ks;
+    for (const auto& s : generate_samples(schema, op, spec_with(10))) ks.insert(s.args[1].to_int());
+    return ks;
+  };
+  EXPECT_EQ(k_of("gentest_o::f"), std::set<int64_t>{1});
+  EXPECT_EQ(k_of("gentest_o::f.other"), std::set<int64_t>{1});
+  EXPECT_EQ(k_of("gentest_o::f.special"), std::set<int64_t>{2});
+  EXPECT_EQ(sample_gen(schema, "gentest_o::f.special", spec_with(1))(rc::Random(5), 50).value().args[1].to_int(), 2);
+  // find_failure by op name uses the overload's builder; with explicit constraints it does not.
+  auto k_is_2 = [](const Sample& s) { return result("k", s.args[1].to_int() == 2 ? Outcome::failed : Outcome::passed); };
+  EXPECT_TRUE(find_failure(schema, "gentest_o::f.special", k_is_2, spec_with(20)).has_value());
+  EXPECT_FALSE(find_failure(schema, "gentest_o::f.other", k_is_2, spec_with(20)).has_value());
+  InputConstraints k_not_2;
+  k_not_2.arg("k", values(3, 9));
+  EXPECT_FALSE(find_failure(schema, k_not_2, "gentest_o::f.special", k_is_2, spec_with(20)).has_value());
+  // Undeclaring the overload's builder leaves the op's.
+  EXPECT_TRUE(undeclare_sample_builder("gentest_o::f.special"));
+  EXPECT_FALSE(undeclare_sample_builder("gentest_o::f.special"));
+  EXPECT_EQ(k_of("gentest_o::f.special"), std::set<int64_t>{1});
+  // Without any builder, generation by op name is the generic one (here: k in [0, max_dim_size]).
+  EXPECT_FALSE(declared_sample_builder("gentest_o::h"));
+  for (const auto& s : generate_samples(parse_schema("gentest_o::h(Tensor x, int k) -> Tensor"), "gentest_o::h", spec_with(20)))
+    EXPECT_TRUE(s.args[1].to_int() >= 0 && s.args[1].to_int() <= 5);
+}
+
+TEST(SampleBuilder, BuilderErrorsNameTheOp) {
+  auto schema = parse_schema("gentest_t::bad(Tensor x, int k) -> Tensor");
+  auto always_passes = [](const Sample&) { return result("ok"); };
+  {
+    // Throws only for some draws: mid-run, inside RapidCheck.
+    ScopedBuilder declared("gentest_t::bad", [](SampleDraw& draw) -> Stack {
+      const int64_t k = draw.integer(0, 9);
+      if (k > 6) throw Error(ErrorCode::kInvalidArgument, "no valid input for k > 6");
+      return Stack{IValue(draw.tensor({2}, DType::Float32)), IValue(k)};
+    });
+    for (auto run : std::vector<std::function<void()>>{
+             [&] { (void)generate_samples(schema, "gentest_t::bad", spec_with(100)); },
+             [&] { (void)find_failure(schema, "gentest_t::bad", always_passes, spec_with(100)); }}) {
+      Error e = testing::error_of(run);
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_THAT(e.what(), HasSubstr("gentest_t::bad"));
+      EXPECT_THAT(e.what(), HasSubstr("no valid input for k > 6"));
+    }
+  }
+  {
+    ScopedBuilder declared("gentest_t::bad", [](SampleDraw& draw) { return Stack{IValue(draw.tensor({2}, DType::Float32))}; });
+    auto message = testing::error_message([&] { (void)find_failure(schema, "gentest_t::bad", always_passes, spec_with(10)); });
+    EXPECT_THAT(message, HasSubstr("gentest_t::bad"));
+    EXPECT_THAT(message, HasSubstr("returned 1 arguments where the schema has 2"));
+  }
+  {
+    ScopedBuilder declared("gentest_t::bad", [](SampleDraw& draw) {
+      return Stack{IValue(draw.index_tensor({3}, 2, 1)), IValue(draw.integer(3, 1))};
+    });
+    auto message = testing::error_message([&] { (void)generate_samples(schema, "gentest_t::bad", spec_with(10)); });
+    EXPECT_THAT(message, HasSubstr("gentest_t::bad"));
+    EXPECT_THAT(message, HasSubstr("index_tensor"));
+  }
+  {
+    // A builder that is not a pure function of its draws is caught when a sample is replayed.
+    auto calls = std::make_shared<int>(0);
+    ScopedBuilder declared("gentest_t::bad", [calls](SampleDraw& draw) {
+      Stack args{IValue(draw.tensor({2}, DType::Float32)), IValue(int64_t{0})};
+      if (++*calls % 2 == 0) (void)draw.coin();
+      return args;
+    });
+    auto message = testing::error_message([&] { (void)generate_samples(schema, "gentest_t::bad", spec_with(10)); });
+    EXPECT_THAT(message, HasSubstr("gentest_t::bad"));
+    EXPECT_THAT(message, HasSubstr("pure function of its draws"));
+  }
 }
 
 }  // namespace

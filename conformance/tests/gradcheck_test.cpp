@@ -258,5 +258,76 @@ TEST_F(GradcheckTest, ChecksRunOnTheContextSample) {
   EXPECT_EQ(check->run({bad.handle(), sample, loose, registry}).outcome, Outcome::passed);
 }
 
+// |x| with a backward g -> g * dabs(x): at a kink any value between the one-sided derivatives
+// is a subgradient (Note [Points where the op is not differentiable]); outside them it fails.
+class KinkTest : public GradcheckTest {
+ protected:
+  CustomOpDef abs_with(const std::string& name, std::function<double(double)> dabs) {
+    auto op = custom_op(name, [](const Tensor& x) { return map(x, [](double v) { return std::abs(v); }); }, opts(), {"x"});
+    op.register_autograd(
+        [dabs](AutogradContext& ctx, const std::vector<Tensor>& g) {
+          return std::vector<Tensor>{zip(g[0], ctx.saved_tensors()[0], [dabs](double gv, double x) { return gv * dabs(x); })};
+        },
+        save_inputs);
+    return op;
+  }
+  Tensor at(std::vector<double> v) {
+    Tensor t = from_vector<double>(v, {static_cast<int64_t>(v.size())});
+    t.set_requires_grad(true);
+    return t;
+  }
+};
+
+TEST_F(KinkTest, SubgradientsAtAKinkPassAndOtherValuesFail) {
+  auto sign = [](double x) { return static_cast<double>((x > 0) - (x < 0)); };
+  auto good = abs_with("t::abs", sign);
+  // 0 and a value within eps of 0: the central difference says 0, sign says 0 and -1.
+  EXPECT_EQ(gradcheck(good.handle(), {IValue(at({0.0, -1e-9, 0.5}))}).outcome, Outcome::passed);
+  auto wrong = abs_with("t::abs_wrong", [sign](double x) { return x == 0 ? 3.0 : sign(x); });
+  CheckResult r = gradcheck(wrong.handle(), {IValue(at({0.0, 0.5}))});
+  EXPECT_EQ(r.outcome, Outcome::failed) << r.message;
+  // Away from the kink nothing changes: a wrong derivative there still fails.
+  auto off = abs_with("t::abs_off", [sign](double x) { return 2 * sign(x); });
+  EXPECT_EQ(gradcheck(off.handle(), {IValue(at({-1e-9, 0.5}))}).outcome, Outcome::failed);
+}
+
+TEST_F(KinkTest, AtAJumpAnyConventionPassesButNotElsewhere) {
+  // floor with the usual convention (derivative 0), sampled exactly at integers and between.
+  auto floor_op = custom_op("t::floor", [](const Tensor& x) { return map(x, [](double v) { return std::floor(v); }); },
+                            opts(), {"x"});
+  floor_op.register_autograd(
+      [](AutogradContext&, const std::vector<Tensor>& g) { return std::vector<Tensor>{map(g[0], [](double) { return 0.0; })}; });
+  // No finding; a Jacobian that is zero everywhere proves nothing, which the outcome says.
+  EXPECT_EQ(gradcheck(floor_op.handle(), {IValue(at({0.0, 2.0, 1.5}))}).outcome, Outcome::mistrusted);
+  EXPECT_EQ(gradcheck(floor_op.handle(), {IValue(at({0.0, 2.0, 1.5}))}, {.fast_mode = true}).outcome, Outcome::passed);
+  // A backward claiming slope 1 is still wrong between the jumps.
+  auto wrong = custom_op("t::floor_wrong", [](const Tensor& x) { return map(x, [](double v) { return std::floor(v); }); },
+                         opts(), {"x"});
+  wrong.register_autograd([](AutogradContext&, const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].clone()}; });
+  EXPECT_EQ(gradcheck(wrong.handle(), {IValue(at({0.0, 1.5}))}).outcome, Outcome::failed);
+}
+
+TEST_F(KinkTest, NonFiniteSamplesAreSkippedWithTheReason) {
+  auto op = sin_with_backward("t::sin", cos_grad);
+  CheckResult r = gradcheck(op.handle(), {IValue(at({0.5, INFINITY}))});
+  EXPECT_EQ(r.outcome, Outcome::skipped);
+  EXPECT_THAT(r.message, HasSubstr("NaN or infinity"));
+  auto log_op = custom_op("t::log", [](const Tensor& x) { return map(x, [](double v) { return std::log(v); }); }, opts(), {"x"});
+  log_op.register_autograd(
+      [](AutogradContext& ctx, const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{zip(g[0], ctx.saved_tensors()[0], [](double gv, double x) { return gv / x; })};
+      },
+      save_inputs);
+  EXPECT_EQ(gradcheck(log_op.handle(), {IValue(at({0.0, 1.0}))}).outcome, Outcome::skipped);  // log(0) = -inf
+  // log(x - eps) is NaN: the sample sits at the edge of the domain.
+  CheckResult edge = gradcheck(log_op.handle(), {IValue(at({1e-7, 1.0}))});
+  EXPECT_EQ(edge.outcome, Outcome::skipped);
+  EXPECT_THAT(edge.message, HasSubstr("within eps"));
+  // x + eps == x in float64: no difference quotient.
+  CheckResult huge = gradcheck(op.handle(), {IValue(at({1e12, 0.5}))});
+  EXPECT_EQ(huge.outcome, Outcome::skipped);
+  EXPECT_THAT(huge.message, HasSubstr("too large"));
+}
+
 }  // namespace
 }  // namespace opconform::conformance

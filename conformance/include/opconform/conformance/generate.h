@@ -25,12 +25,24 @@
 // Shrinking leads to small inputs: the simplest value of every choice comes first — fewer
 // dimensions (leading ones dropped first), sizes 1, the contiguous layout, all-zero values, a
 // default or None — so a stride bug shrinks to the smallest non-contiguous tensor (2 elements).
+//
+// Where the constraints cannot say what is valid (view's sizes multiply to numel, cat's tensors
+// agree but on one dim, gather's indices are valid), an operator declares a sample builder: a
+// function that builds the arguments from draws (SampleDraw) and so shrinks and replays likewise.
+//
+//   declare_sample_builder("mylib::my_view", [](SampleDraw& draw) {
+//     auto shape = draw.shape(0, 3);
+//     Tensor self = draw.tensor(shape, draw.dtype());
+//     return Stack{IValue(self), IValue(my_factorization(draw, shape))};
+//   });
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <rapidcheck/Gen.h>
@@ -55,6 +67,9 @@ struct GenerateSpec {
   bool include_special_values = true;   // NaN, ±inf, denormals, extremes (where accepted)
   int max_rank = 4;
   int max_dim_size = 5;
+  // Floating and complex tensors of arguments the schema does not write require grad, so that
+  // gradcheck, gradgradcheck and test_autograd_registration have something to differentiate.
+  bool requires_grad = false;
   // Property runs allowed while shrinking; past it the shrink stops where it is (a stuck or
   // slow shrink still reports a failure, just a less minimal one).
   int max_shrink_runs = 2000;
@@ -82,6 +97,68 @@ rc::Gen<Sample> sample_gen(const FunctionSchema& schema, const InputConstraints&
 std::vector<Sample> generate_samples(const FunctionSchema& schema, const InputConstraints& constraints,
                                      const GenerateSpec& spec);
 
+// ---- sample builders ----
+
+// The choices a SampleBuilder draws. Every draw goes through RapidCheck, so a failing sample
+// shrinks (integers toward the value closest to 0 within range, coins toward false, tensors toward
+// contiguous / simple values; one draw at a time, the others kept where the builder asks the same
+// again), and a sample is replayed from its recorded draws. A draw that cannot be satisfied
+// (lo > hi, ...) throws Error(kInvalidArgument).
+class SampleDraw {
+ public:
+  virtual ~SampleDraw() = default;
+  virtual int64_t integer(int64_t lo, int64_t hi) = 0;  // inclusive
+  virtual bool coin(int percent_true = 50) = 0;
+  virtual double real(double lo, double hi) = 0;  // shrinks toward the value closest to 0
+  // One of the spec's dtypes (GenerateSpec::dtypes, default float32/float64), or of `allowed` when
+  // non-empty (intersected with the spec's when that is non-empty, else allowed itself).
+  virtual DType dtype(const std::vector<DType>& allowed = {}) = 0;
+  // Sizes of rank in [min_rank, max_rank] (max_rank capped by spec.max_rank, never below
+  // min_rank; min_rank 1 when the spec excludes scalars and max_rank allows it), each in
+  // [min_size, max(min_size, spec.max_dim_size)]; with allow_empty and spec.include_empty,
+  // sometimes one size 0.
+  virtual std::vector<int64_t> shape(int min_rank, int max_rank, int64_t min_size = 1, bool allow_empty = true) = 0;
+  // A tensor with these sizes and dtype, values per `values` (ordinary / zeros / special values,
+  // as the generic generator does), on the spec's device, in any layout the spec allows
+  // (contiguous, offset, sliced, transposed, expanded unless `mutable_input`).
+  virtual Tensor tensor(const std::vector<int64_t>& sizes, DType dtype, const ValueConstraint& values = {},
+                        bool mutable_input = false) = 0;
+  // An int64 tensor of these sizes with values in [lo, hi] (indices), any layout the spec allows.
+  // lo > hi is accepted only for an empty tensor.
+  virtual Tensor index_tensor(const std::vector<int64_t>& sizes, int64_t lo, int64_t hi) = 0;
+  virtual const GenerateSpec& spec() const = 0;
+};
+
+// Builds one sample's arguments (schema order, every argument present) from draws. Must be a pure
+// function of the draws (it is re-run to replay a sample).
+using SampleBuilder = std::function<Stack(SampleDraw& draw)>;
+
+// Declares (replaces) the builder of an operator ("ns::op.overload", or "ns::op" for all overloads,
+// the overload's own winning as declared_constraints does). Generation for that op (sample_gen and
+// generate_samples by op name, find_failure by op name, and so opcheck over a GenerateSpec) uses
+// the builder instead of the schema + constraints generator. Process-wide, thread-safe. An Error
+// the builder throws (or a wrong number of arguments) surfaces as an Error naming the op.
+void declare_sample_builder(std::string op_name, SampleBuilder builder);
+SampleBuilder declared_sample_builder(std::string_view op_name);  // empty function when none
+bool undeclare_sample_builder(std::string_view op_name);
+
+namespace detail {
+rc::Gen<Sample> op_sample_gen(const FunctionSchema& schema, std::string_view op_name, const GenerateSpec& spec);
+std::vector<Sample> take_samples(const rc::Gen<Sample>& gen, const GenerateSpec& spec);
+}  // namespace detail
+
+// sample_gen and generate_samples for an op by name: its declared builder, else its declared
+// constraints (none when undeclared); an empty name means schema.full_name(). (Templates only so
+// that `{}` above still means "no constraints".)
+template <std::convertible_to<std::string_view> Name>
+rc::Gen<Sample> sample_gen(const FunctionSchema& schema, const Name& op_name, const GenerateSpec& spec) {
+  return detail::op_sample_gen(schema, op_name, spec);
+}
+template <std::convertible_to<std::string_view> Name>
+std::vector<Sample> generate_samples(const FunctionSchema& schema, const Name& op_name, const GenerateSpec& spec) {
+  return detail::take_samples(detail::op_sample_gen(schema, op_name, spec), spec);
+}
+
 using SampleProperty = std::function<CheckResult(const Sample&)>;
 
 struct GeneratedFailure {
@@ -98,10 +175,11 @@ struct GeneratedFailure {
 // mistrusted, timed_out, unsupported and skipped do not (they prove nothing about the sample, and
 // a timeout would make every shrink step wait). A property that throws fails, with the exception
 // in the message. The first failure is shrunk; nullopt when every sample passes. RapidCheck's own
-// output is not printed. The constraints are those declared for op_name (none when undeclared).
+// output is not printed. The samples come from op_name's declared sample builder, else from its
+// declared constraints (none when undeclared).
 std::optional<GeneratedFailure> find_failure(const FunctionSchema& schema, const std::string& op_name,
                                              const SampleProperty& property, const GenerateSpec& spec = {});
-// The same with explicit constraints.
+// The same with explicit constraints (a declared builder is not used).
 std::optional<GeneratedFailure> find_failure(const FunctionSchema& schema, const InputConstraints& constraints,
                                              const std::string& op_name, const SampleProperty& property,
                                              const GenerateSpec& spec = {});

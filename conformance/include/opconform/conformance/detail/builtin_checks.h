@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "opconform/conformance/check.h"
+#include "opconform/core/generator.h"
+#include "opconform/core/tag.h"
 
 namespace opconform::conformance::detail {
 
@@ -23,5 +25,15 @@ std::unique_ptr<Check> make_edge_shapes();
 std::unique_ptr<Check> make_vmap_consistency();
 std::unique_ptr<Check> make_autocast_consistency();
 std::unique_ptr<Check> make_error_inputs();
+
+// How every check calls the operator. A random op (Tag::nondeterministic_seeded) starts each
+// call from the same generator state, so runs a check compares draw the same numbers (the
+// fork_rng + manual_seed idiom); the caller's generator state is left as it was.
+inline void run_boxed(const OperatorHandle& op, Stack& stack) {
+  if (!op.has_tag(Tag::nondeterministic_seeded)) return op.call_boxed(stack);
+  GeneratorStateGuard keep_callers_state;
+  manual_seed(0x0bc0f0);
+  op.call_boxed(stack);
+}
 
 }  // namespace opconform::conformance::detail

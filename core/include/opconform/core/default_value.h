@@ -1,0 +1,16 @@
+// The value of a schema argument's default as an IValue ("Scalar alpha=1" -> 1, "int[] dim=[]"
+// -> [], "ScalarType? dtype=None" -> None), for callers that fill in omitted arguments.
+#pragma once
+
+#include <optional>
+
+#include "opconform/core/ivalue.h"
+#include "opconform/core/schema.h"
+
+namespace opconform {
+
+// nullopt when the argument has no default, or one that has no IValue form here (a ScalarType
+// or Layout given by PyTorch's enum number).
+std::optional<IValue> default_ivalue(const Argument& argument);
+
+}  // namespace opconform
