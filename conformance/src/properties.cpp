@@ -404,7 +404,9 @@ class EdgeShapes final : public Check {
     for (Edge e : {Edge::zero_size, Edge::zero_dim, Edge::size_one}) {
       Stack edge = clone_args(args);
       bool changed = false;
-      std::vector<int64_t> broadcast;  // the shape a pointwise op must return
+      // The shape a pointwise op must return; none when the edge shapes do not broadcast (then
+      // the op must reject them, which any clear error does).
+      std::optional<std::vector<int64_t>> broadcast = std::vector<int64_t>{};
       bool same_shapes = true;
       std::optional<std::vector<int64_t>> first_shape;
       for (auto& v : edge) {
@@ -415,7 +417,13 @@ class EdgeShapes final : public Check {
         if (!first_shape) first_shape = original;
         Tensor et = edge_of(t, e);
         changed = changed || !std::equal(et.sizes().begin(), et.sizes().end(), t.sizes().begin(), t.sizes().end());
-        broadcast = broadcast_shapes(broadcast, et.sizes());
+        if (broadcast) {
+          try {
+            broadcast = broadcast_shapes(*broadcast, et.sizes());
+          } catch (const Error&) {
+            broadcast.reset();
+          }
+        }
         v = IValue(et);
       }
       if (!changed) continue;
@@ -444,11 +452,12 @@ class EdgeShapes final : public Check {
           }
         }
         if (pointwise && label.rfind("output", 0) == 0 &&
-            !std::equal(out.sizes().begin(), out.sizes().end(), broadcast.begin(), broadcast.end())) {
+            (!broadcast || !std::equal(out.sizes().begin(), out.sizes().end(), broadcast->begin(), broadcast->end()))) {
           return make_result(name(), Outcome::failed,
                              concat("edge_shapes of '", ctx.op.name(), "': ", what, " ", label, " has shape ",
                                     shape_string(out.sizes()), " but a pointwise op must return the inputs' broadcast shape ",
-                                    shape_string(broadcast), ". Sample: ", sample, "."),
+                                    broadcast ? shape_string(*broadcast) : std::string("(they do not broadcast: an error)"),
+                                    ". Sample: ", sample, "."),
                              ctx.op.name(), sample);
         }
       }
@@ -729,7 +738,10 @@ class ErrorInputs final : public Check {
         // silent result for invalid input.
         bool only_meta = c.what.find("meta tensor") != std::string::npos;
         for (const auto& v : returns) {
-          if (v.is_tensor() && v.to_tensor().defined() && !v.to_tensor().is_meta_data()) only_meta = false;
+          // (an empty result on the meta device counts as meta too: it has no bytes either way)
+          if (v.is_tensor() && v.to_tensor().defined() && !v.to_tensor().is_meta_data() &&
+              !(v.to_tensor().device() == Device::meta()))
+            only_meta = false;
         }
         if (!only_meta) {
           return make_result(name(), Outcome::failed,

@@ -164,6 +164,17 @@ TEST_F(PropertiesTest, EdgeShapesFlagsANonOpconformExceptionAndAcceptsAClearErro
   EXPECT_EQ(run(detail::make_edge_shapes(), clear, {IValue(values({2, 3}))}).outcome, Outcome::passed);
 }
 
+TEST_F(PropertiesTest, EdgeShapesAcceptsAClearErrorWhenEdgeShapesDoNotBroadcast) {
+  // Zero-size edges of [2, 3] and [3] are [0, 0]... and [0]: they do not broadcast, and a
+  // pointwise op that says so with an opconform::Error is right.
+  auto add = custom_op("t::add", [](const Tensor& a, const Tensor& b) {
+    auto shape = broadcast_shapes(a.sizes(), b.sizes());  // throws opconform::Error when they do not
+    return opconform::zeros(shape, a.options());
+  }, opts({Tag::pointwise}), {"a", "b"});
+  CheckResult r = run(detail::make_edge_shapes(), add, {IValue(values({2, 3})), IValue(values({3}))});
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+}
+
 // ---- vmap_consistency ----
 
 TEST_F(PropertiesTest, VmapConsistencyWithTheFallbackAndWithARule) {
@@ -236,6 +247,16 @@ TEST_F(PropertiesTest, ErrorInputsPassesForAnOpThatValidatesItsArguments) {
     return map(x, twice);
   }, opts(), {"x"});
   CheckResult r = run(detail::make_error_inputs(), op, {IValue(values({3}))});
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+}
+
+TEST_F(PropertiesTest, ErrorInputsAcceptsAnEmptyMetaResultForAnEmptyMetaInput) {
+  // A view of an empty meta tensor is an empty meta tensor: a meta kernel's answer, not silence.
+  Library lib("t", LibraryKind::DEF, std::nullopt, registry);
+  lib.define("alias_of(Tensor(a) x) -> Tensor(a)");
+  lib.impl("alias_of", [](const Tensor& x) { return x.view(x.sizes()); }, DispatchKey::CompositeExplicitAutograd);
+  Sample sample({IValue(values({0, 2}))});
+  CheckResult r = detail::make_error_inputs()->run({registry.get("t::alias_of"), sample, tolerance, registry});
   EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
 }
 
