@@ -299,12 +299,54 @@ TEST_F(KinkTest, AtAJumpAnyConventionPassesButNotElsewhere) {
       [](AutogradContext&, const std::vector<Tensor>& g) { return std::vector<Tensor>{map(g[0], [](double) { return 0.0; })}; });
   // No finding; a Jacobian that is zero everywhere proves nothing, which the outcome says.
   EXPECT_EQ(gradcheck(floor_op.handle(), {IValue(at({0.0, 2.0, 1.5}))}).outcome, Outcome::mistrusted);
-  EXPECT_EQ(gradcheck(floor_op.handle(), {IValue(at({0.0, 2.0, 1.5}))}, {.fast_mode = true}).outcome, Outcome::passed);
+  EXPECT_EQ(gradcheck(floor_op.handle(), {IValue(at({0.0, 2.0, 1.5}))}, {.fast_mode = true}).outcome, Outcome::mistrusted);
   // A backward claiming slope 1 is still wrong between the jumps.
   auto wrong = custom_op("t::floor_wrong", [](const Tensor& x) { return map(x, [](double v) { return std::floor(v); }); },
                          opts(), {"x"});
   wrong.register_autograd([](AutogradContext&, const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].clone()}; });
   EXPECT_EQ(gradcheck(wrong.handle(), {IValue(at({0.0, 1.5}))}).outcome, Outcome::failed);
+}
+
+TEST_F(KinkTest, FastModeAtManyKinksFallsBackToTheSlowMode) {
+  // relu at a vector of zeros: along a random direction every element is at its kink.
+  auto relu = custom_op("t::relu", [](const Tensor& x) { return map(x, [](double v) { return v > 0 ? v : 0.0; }); },
+                        opts(), {"x"});
+  relu.register_autograd(
+      [](AutogradContext& ctx, const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{zip(g[0], ctx.saved_tensors()[0], [](double gv, double x) { return x > 0 ? gv : 0.0; })};
+      },
+      save_inputs);
+  std::vector<double> zeros(100, 0.0);
+  zeros[7] = 0.5;
+  CheckResult r = gradcheck(relu.handle(), {IValue(at(zeros))}, {.fast_mode = true});
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+}
+
+TEST_F(KinkTest, InPlaceOpsAreEvaluatedFromTheSampleEachTime) {
+  // x.add_(y): every evaluation must start from the sample's x, not from the previous result.
+  auto add_ = custom_op("t::add_", [](const Tensor& x, const Tensor& y) {
+    x.copy_(zip(x, y, [](double a, double b) { return a + b; }));
+    return x;
+  }, [&] { auto o = opts(); o.mutates_args = {"x"}; o.tags = {Tag::inplace}; return o; }(), {"x", "y"});
+  add_.register_autograd([](AutogradContext&, const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0].clone(), g[0].clone()};
+  });
+  Tensor x = from_vector<double>({1, 2}, {2});
+  CheckResult r = gradcheck(add_.handle(), {IValue(x), IValue(at({0.5, -0.5}))});
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+  EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{1, 2}));  // the caller's sample is untouched
+}
+
+TEST_F(KinkTest, OutVariantsAreSkipped) {
+  Library lib("t", LibraryKind::FRAGMENT, std::nullopt, registry);
+  lib.define("twice.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)");
+  lib.impl("twice.out", [](const Tensor& x, const Tensor& out) {
+    out.copy_(map(x, [](double v) { return 2 * v; }));
+    return out;
+  }, DispatchKey::CPU);
+  CheckResult r = gradcheck(registry.get("t::twice.out"), {IValue(at({1.0})), IValue(from_vector<double>({0}, {1}))});
+  EXPECT_EQ(r.outcome, Outcome::skipped);
+  EXPECT_THAT(r.message, HasSubstr("out="));
 }
 
 TEST_F(KinkTest, NonFiniteSamplesAreSkippedWithTheReason) {
