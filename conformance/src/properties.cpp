@@ -557,7 +557,10 @@ class VmapConsistency final : public Check {
             for (const auto& v : stack) outs.push_back(v.to_tensor());
             return outs;
           },
-          in_dims, {int64_t{0}})(batched);
+          in_dims, {int64_t{0}},
+          // A random op runs every call from one generator state (run_boxed), so the per-sample
+          // runs draw the same numbers: what vmap's randomness="same" promises.
+          op.has_tag(Tag::nondeterministic_seeded) ? Randomness::Same : Randomness::Error)(batched);
     } catch (const Error& e) {
       return make_result(name(), Outcome::failed,
                          concat("vmap_consistency of '", ctx.op.name(), "': vmap over the op (B=", kBatch,
@@ -718,7 +721,11 @@ class ErrorInputs final : public Check {
     }
     for (size_t i = 0; i < args.size(); ++i) {
       Stack wrong = clone_args(args);
-      if (args[i].is_tensor()) wrong[i] = IValue("not a tensor");
+      // A value of the wrong kind: a string where a tensor is accepted (Tensor, Tensor? even
+      // when the sample holds None), else a tensor.
+      const bool takes_tensor = args[i].is_tensor() || (ctx.op.has_schema() && i < ctx.op.schema().arguments.size() &&
+                                                        ctx.op.schema().arguments[i].type.is_tensor_like());
+      if (takes_tensor) wrong[i] = IValue("not a tensor");
       else wrong[i] = IValue(scalar_tensor(Scalar(1.5)));
       std::string offending = wrong[i].repr();
       cases.push_back({concat("with a ", wrong[i].type_name(), " for argument '", arg_name(ctx.op, i), "'"), wrong, offending});

@@ -260,6 +260,20 @@ TEST_F(PropertiesTest, ErrorInputsAcceptsAnEmptyMetaResultForAnEmptyMetaInput) {
   EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
 }
 
+TEST_F(PropertiesTest, ErrorInputsDoesNotCallATensorForAnOptionalTensorWrong) {
+  // `Tensor? y` given None: a tensor there is valid input, so the wrong kind is a string.
+  Library lib("t", LibraryKind::DEF, std::nullopt, registry);
+  lib.define("maybe_add(Tensor x, Tensor? y) -> Tensor");
+  lib.impl("maybe_add", [](const Tensor& x, const std::optional<Tensor>& y) {
+    OPCONFORM_CHECK(!x.is_meta_data() && (!y || !y->is_meta_data()), ErrorCode::kInvalidArgument,
+                    "t::maybe_add: 'x' and 'y' must hold data");
+    return y ? map(x, twice) : x.clone();
+  }, DispatchKey::CPU);
+  Sample sample({IValue(values({3})), IValue()});
+  CheckResult r = detail::make_error_inputs()->run({registry.get("t::maybe_add"), sample, tolerance, registry});
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+}
+
 TEST_F(PropertiesTest, ErrorInputsAcceptsACoreErrorTheDispatcherNames) {
   // A kernel that reads a meta tensor's data fails deep inside core ("copy_: cannot copy from a
   // tensor on meta ..."); the dispatcher adds "while calling '<op>'", so the error names the op.
