@@ -232,6 +232,9 @@ bool close_enough(double analytical, double numerical, const GradcheckOptions& o
   return std::abs(analytical - numerical) <= o.atol + o.rtol * std::abs(numerical);
 }
 
+// |x| * kLostStep / eps above 1 means x + eps is within a thousand ulps of x: the step is lost.
+constexpr double kLostStep = 1.0 / (1e3 * std::numeric_limits<double>::epsilon());
+
 enum class Smoothness { smooth, kink, jump };
 
 // What f looks like around the point, from a full stencil (half steps included).
@@ -503,7 +506,7 @@ CheckResult check_jacobian(const Problem& p, const GradcheckOptions& o) {
   try {
     // Past this magnitude a step of eps changes x by less than a thousand ulps: the difference
     // quotient is rounding noise.
-    const double too_large = o.eps / (1e3 * std::numeric_limits<double>::epsilon());
+    const double too_large = o.eps * kLostStep;
     for (const auto& var : p.inputs) {
       if (!all_finite(var.values)) {
         return result(p, Outcome::skipped,
@@ -519,9 +522,13 @@ CheckResult check_jacobian(const Problem& p, const GradcheckOptions& o) {
       }
     }
     for (const auto& out : evaluate_values(p, make_inputs(p))) {
-      if (!all_finite(out)) {
+      // Outputs near the end of the double range overflow a step away.
+      bool huge = false;
+      for (double v : out) huge = huge || std::abs(v) > 1e100;
+      if (!all_finite(out) || huge) {
         return result(p, Outcome::skipped,
-                      concat(p.check, " of '", p.op_name, "': the output at this sample holds NaN or infinity, ",
+                      concat(p.check, " of '", p.op_name, "': the output at this sample holds NaN, infinity or ",
+                             "values beyond 1e100, ",
                              "where finite differences are undefined. Sample: ", p.sample, "."));
       }
     }
@@ -644,7 +651,7 @@ CheckResult skipped(std::string check, std::string why) {
 }
 
 // Prepares gradcheck's F. On success `problem` is set; otherwise the skip/failure to return.
-std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, const std::string& check,
+std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, const std::string& check, double eps,
                                    Problem& problem, OpCall& call, std::vector<size_t>& diff_outputs) {
   call.args = args;
   for (size_t a = 0; a < args.size(); ++a) {
@@ -655,6 +662,14 @@ std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, 
     // requires grad, held constant otherwise (float64 too, so mixed-dtype ops see one dtype).
     Tensor copy = t.detach().to(DType::Float64).clone();
     call.args[a] = IValue(copy);
+    // A constant argument so large that eps is lost next to it swallows the step too.
+    const double too_large = eps * kLostStep;
+    for (double v : values_of(copy)) {
+      if (std::isfinite(v) && std::abs(v) > too_large) {
+        return skipped(check, concat("'", op.name(), "': argument '", argument_name(op, a), "' holds ", fmt(v),
+                                     ", too large for finite differences next to it"));
+      }
+    }
     if (t.requires_grad()) {
       call.slots.push_back(a);
       problem.inputs.push_back(Variable{"input '" + argument_name(op, a) + "' (argument " + std::to_string(a) + ")",
@@ -711,7 +726,7 @@ CheckResult gradcheck(const OperatorHandle& op, const Stack& args, const Gradche
   Problem problem;
   auto call = std::make_shared<OpCall>(OpCall{op, {}, {}});
   auto diff_outputs = std::make_shared<std::vector<size_t>>();
-  if (auto early = prepare(op, args, "gradcheck", problem, *call, *diff_outputs)) return *early;
+  if (auto early = prepare(op, args, "gradcheck", options.eps, problem, *call, *diff_outputs)) return *early;
   problem.evaluate = [call, diff_outputs](const std::vector<Tensor>& inputs) {
     NoGradGuard no_grad;  // the numerical Jacobian needs values only
     return pick(run_op(*call, inputs), *diff_outputs);
@@ -726,7 +741,7 @@ CheckResult gradgradcheck(const OperatorHandle& op, const Stack& args, const Gra
   Problem first;
   auto call = std::make_shared<OpCall>(OpCall{op, {}, {}});
   auto diff_outputs = std::make_shared<std::vector<size_t>>();
-  if (auto early = prepare(op, args, "gradgradcheck", first, *call, *diff_outputs)) return *early;
+  if (auto early = prepare(op, args, "gradgradcheck", options.eps, first, *call, *diff_outputs)) return *early;
 
   // F(inputs..., grad_outputs...) = the gradients of the inputs, one output per input.
   // grad_outputs are random (not one-hot) so every path through the backward is exercised.

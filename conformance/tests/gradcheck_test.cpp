@@ -335,6 +335,10 @@ TEST_F(KinkTest, InPlaceOpsAreEvaluatedFromTheSampleEachTime) {
   CheckResult r = gradcheck(add_.handle(), {IValue(x), IValue(at({0.5, -0.5}))});
   EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
   EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{1, 2}));  // the caller's sample is untouched
+  // A constant so large that eps is lost next to it: no difference quotient, skipped.
+  CheckResult huge = gradcheck(add_.handle(), {IValue(from_vector<double>({1e30, 2}, {2})), IValue(at({0.5, -0.5}))});
+  EXPECT_EQ(huge.outcome, Outcome::skipped);
+  EXPECT_THAT(huge.message, HasSubstr("too large"));
 }
 
 TEST_F(KinkTest, OutVariantsAreSkipped) {
