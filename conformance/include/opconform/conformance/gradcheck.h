@@ -31,7 +31,9 @@ struct GradcheckOptions {
   double atol = 1e-5;  // |analytical - numerical| <= atol + rtol * |numerical|
   double rtol = 1e-3;
   // nullopt: fast mode when the differentiated inputs have more than fast_mode_threshold
-  // elements in total (the slow mode costs one backward per output element).
+  // elements in total (the slow mode costs one backward per output element). A sample on which
+  // fast mode disagrees is re-checked in slow mode, which tells a wrong element from a point
+  // where the op is not differentiable and names the element.
   std::optional<bool> fast_mode;
   // Slow mode builds the full Jacobian (two forwards per input element and one backward per
   // output element): exact but quadratic; past a few dozen elements fast mode says as much
