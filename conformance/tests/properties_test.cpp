@@ -175,6 +175,19 @@ TEST_F(PropertiesTest, EdgeShapesAcceptsAClearErrorWhenEdgeShapesDoNotBroadcast)
   EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
 }
 
+TEST_F(PropertiesTest, StrideInvarianceSkipsOpsThatTakeStrides) {
+  // as_strided reads the storage: an offset view of the same values is another input to it.
+  Library lib("t", LibraryKind::DEF, std::nullopt, registry);
+  lib.define("strided(Tensor(a) self, int[] size, int[] stride) -> Tensor(a)");
+  lib.impl("strided", [](const Tensor& x, const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
+    return x.as_strided(size, stride);
+  }, DispatchKey::CompositeExplicitAutograd);
+  Sample sample({IValue(values({4})), IValue(std::vector<int64_t>{2}), IValue(std::vector<int64_t>{2})});
+  CheckResult r = detail::make_stride_invariance()->run({registry.get("t::strided"), sample, tolerance, registry});
+  EXPECT_EQ(r.outcome, Outcome::skipped);
+  EXPECT_THAT(r.message, HasSubstr("takes strides"));
+}
+
 // ---- vmap_consistency ----
 
 TEST_F(PropertiesTest, VmapConsistencyWithTheFallbackAndWithARule) {
