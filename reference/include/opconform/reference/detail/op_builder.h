@@ -1,0 +1,82 @@
+// OpBuilder: how a family file defines one reference operator — the schema, then its parts, each
+// registered at once into the family's Library and recorded in the OpInfo table (op_info.h):
+//
+//   OpBuilder(lib, "aten::sin(Tensor self) -> Tensor", "elementwise_unary", "sine, elementwise")
+//       .dtypes(kFloatingAndComplex)
+//       .cpu(sin_kernel)
+//       .fake(fake_unary_float)
+//       .autograd(sin_backward, save_inputs)
+//       .vmap(elementwise_vmap_rule(1));
+//
+// The sample spec (constraints, sample builder, tolerance overrides) is also declared to the
+// conformance tables, so opcheck over generated samples finds it by the op's name.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "opconform/conformance/constraints.h"
+#include "opconform/conformance/generate.h"
+#include "opconform/conformance/tolerance.h"
+#include "opconform/core/autograd.h"
+#include "opconform/core/fake_tensor.h"
+#include "opconform/core/library.h"
+#include "opconform/core/source_location.h"
+#include "opconform/core/vmap.h"
+#include "opconform/reference/op_info.h"
+
+namespace opconform::reference::detail {
+
+class OpBuilder {
+ public:
+  // schema: "aten::name.overload(...) -> ..." exactly as PyTorch prints it.
+  // tags: PyTorch's (Tag::nondeterministic_seeded for random ops, Tag::inplace, Tag::out...).
+  OpBuilder(Library& lib, std::string_view schema, std::string family, std::string doc, std::vector<Tag> tags = {},
+            SourceLocation loc = SourceLocation::current());
+
+  const std::string& name() const { return info_.name; }
+  Registry& registry() const { return lib_->registry(); }
+
+  // The CPU kernel (typed or boxed).
+  template <typename F>
+  OpBuilder& cpu(F&& kernel) {
+    lib_->impl(info_.name, std::forward<F>(kernel), DispatchKey::CPU, {}, loc_);
+    info_.cpu = true;
+    return commit();
+  }
+  // One kernel for every backend (views and other metadata-only ops; factories that dispatch on
+  // their Device argument). It serves fake tensors too unless a fake kernel is registered.
+  template <typename F>
+  OpBuilder& composite_explicit(F&& kernel) {
+    lib_->impl(info_.name, std::forward<F>(kernel), DispatchKey::CompositeExplicitAutograd, {}, loc_);
+    info_.cpu = true;
+    return commit();
+  }
+  // The fake kernel: metadata only (typed or boxed); data-dependent sizes through get_ctx().
+  template <typename F>
+  OpBuilder& fake(F&& kernel) {
+    lib_->impl(info_.name, wrap_fake_kernel(std::forward<F>(kernel)), DispatchKey::Fake, {}, loc_);
+    info_.fake = true;
+    return commit();
+  }
+  // The autograd formula. double_backward: the backward is written with registry ops.
+  OpBuilder& autograd(autograd::BackwardFn backward, autograd::SetupContextFn setup = nullptr,
+                      bool double_backward = true);
+  OpBuilder& vmap(VmapRule rule);
+
+  OpBuilder& dtypes(std::vector<DType> dtypes);
+  OpBuilder& constraints(conformance::InputConstraints constraints);
+  OpBuilder& samples(conformance::SampleBuilder builder);
+  OpBuilder& tolerance(DType dtype, conformance::Tolerance tolerance, std::string reason);
+
+ private:
+  OpBuilder& commit();
+
+  Library* lib_;
+  SourceLocation loc_;
+  OpInfo info_;
+};
+
+}  // namespace opconform::reference::detail

@@ -1,0 +1,41 @@
+// The bundled reference registry: PyTorch's Core ATen operators (namespace "aten", the same
+// names, overloads and schema strings; ../shared/data/core_aten_opset.tsv) with reference CPU
+// kernels written for clarity, fake kernels, autograd formulas, vmap rules and sample specs.
+//
+//   Registry registry;
+//   auto reference = register_reference_ops(registry);   // keep it: its death undoes it all
+//   OperatorHandle add = registry.get("aten::add.Tensor");
+//
+// Each family is one source file with one explicit registration function; register_reference_ops
+// calls them all on one Library. What is registered is listed by reference_op_infos() (op_info.h).
+#pragma once
+
+#include <memory>
+
+#include "opconform/core/library.h"
+#include "opconform/core/registry.h"
+#include "opconform/reference/op_info.h"
+
+namespace opconform::reference {
+
+void register_elementwise_unary(Library& lib);   // abs, exp, sin, ... (one input, one output)
+void register_elementwise_binary(Library& lib);  // add, mul, div, pow, comparisons, logical, bitwise
+void register_activation(Library& lib);          // relu, gelu, clamp, softmax, ...
+void register_normalization(Library& lib);       // layer, group and batch norm, dropout
+void register_reduction(Library& lib);           // sum, mean, prod, amax, var, any, cumsum, ...
+void register_linear_algebra(Library& lib);      // mm, bmm, addmm
+void register_convolution_pooling(Library& lib); // convolution, max/avg pooling
+void register_indexing(Library& lib);            // gather, scatter, index, embedding, ...
+void register_shape(Library& lib);               // views, cat, flip, repeat, pad, copies
+void register_creation(Library& lib);            // full, arange, empty, random
+void register_sorting(Library& lib);             // sort, topk, nonzero
+
+// The Library ("aten", DEF) with every family, plus the builtin fallbacks (autograd, fake, vmap,
+// dispatch modes) the registry needs. Dropping it undoes every registration.
+struct ReferenceRegistration {
+  std::unique_ptr<Library> library;
+  RegistrationHandle fallbacks;
+};
+ReferenceRegistration register_reference_ops(Registry& registry, bool install_fallbacks = true);
+
+}  // namespace opconform::reference

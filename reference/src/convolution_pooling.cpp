@@ -1,0 +1,640 @@
+// Convolution (1-, 2- and 3-d and more, grouped, strided, padded, dilated, transposed) and 2-d
+// max and average pooling.
+//
+// Kernels read their inputs in float64 (row-major copies), accumulate in float64 and round once;
+// outputs are contiguous (PyTorch's layout for contiguous inputs). Formulas are written with
+// registry ops: the gradients of a convolution are convolutions themselves (of the gradient with
+// the weight, transposed or not, and of the input with the gradient), so double backward works;
+// pooling gradients scatter-add the output gradient into the input through the windows.
+#include <cmath>
+#include <limits>
+
+#include "opconform/reference/detail/calls.h"
+#include "opconform/reference/detail/elementwise.h"
+#include "opconform/reference/detail/op_builder.h"
+#include "opconform/reference/detail/op_support.h"
+#include "opconform/reference/reference.h"
+
+namespace opconform::reference {
+namespace {
+
+using namespace detail;
+using conformance::SampleDraw;
+using Grads = std::vector<Tensor>;
+using Ints = std::vector<int64_t>;
+using MaybeTensor = std::optional<Tensor>;
+
+Ints sizes_of(const Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
+int64_t product(const Ints& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+Ints tail(const Ints& v, size_t from) { return Ints(v.begin() + static_cast<std::ptrdiff_t>(from), v.end()); }
+Ints concat(Ints a, const Ints& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Calls f(index) for every multi-index of `sizes` in row-major order.
+template <typename F>
+void for_each_index(const Ints& sizes, F&& f) {
+  if (product(sizes) == 0) return;
+  Ints index(sizes.size(), 0);
+  while (true) {
+    f(index);
+    size_t d = sizes.size();
+    while (d > 0 && ++index[d - 1] == sizes[d - 1]) index[--d] = 0;
+    if (d == 0) return;
+  }
+}
+
+// The row-major offset of a multi-index.
+int64_t flat(const Ints& sizes, const Ints& index) {
+  int64_t offset = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) offset = offset * sizes[d] + index[d];
+  return offset;
+}
+
+// floor(a / b) for b > 0 (PyTorch's div_rtn).
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+void require_floating(std::string_view op, const Tensor& t, std::string_view arg) {
+  OPCONFORM_CHECK(is_floating(t.dtype()), ErrorCode::kNotImplemented, op, ": argument '", arg, "' has dtype ",
+                  name(t.dtype()), "; the operator supports floating dtypes only");
+}
+
+// A list argument of one value per spatial dim, or a single value for all of them.
+Ints expand_list(std::string_view op, std::string_view arg, const Ints& v, size_t dims) {
+  OPCONFORM_CHECK(v.size() == 1 || v.size() == dims, ErrorCode::kInvalidArgument, op, ": argument '", arg,
+                  "' must have 1 or ", dims, " elements, got ", shape_string(v));
+  return v.size() == 1 ? Ints(dims, v[0]) : v;
+}
+
+void check_all(std::string_view op, std::string_view arg, const Ints& v, int64_t min) {
+  for (int64_t x : v) {
+    OPCONFORM_CHECK(x >= min, ErrorCode::kInvalidArgument, op, ": argument '", arg, "' must be >= ", min, ", got ",
+                    shape_string(v));
+  }
+}
+
+// ---- registry calls shared by the formulas ----
+
+Tensor contiguous(const Ops& ops, const Tensor& t) {
+  return t.is_contiguous() ? t : ops.tensor("aten::clone", {t, IValue(MemoryFormat::Contiguous)});
+}
+Tensor reshape(const Ops& ops, const Tensor& t, Ints sizes) { return ops.view(contiguous(ops, t), std::move(sizes)); }
+Tensor permute(const Ops& ops, const Tensor& t, Ints dims) { return ops.tensor("aten::permute", {t, IValue(std::move(dims))}); }
+Tensor narrow(const Ops& ops, const Tensor& t, int64_t dim, int64_t length) {
+  if (t.size(dim) == length) return t;
+  return ops.tensor("aten::slice.Tensor", {t, IValue(dim), IValue(int64_t{0}), IValue(length), IValue(int64_t{1})});
+}
+Tensor zeros_of(const Ops& ops, Ints sizes, const Tensor& like) {
+  return ops.tensor("aten::full", {IValue(std::move(sizes)), IValue(int64_t{0}), IValue(like.dtype()), IValue(), IValue(like.device())});
+}
+// The sum of g over every dim but 1 (the gradient of a per-channel bias).
+Tensor sum_but_channels(const Ops& ops, const Tensor& g) {
+  Ints dims{0};
+  for (int64_t d = 2; d < g.dim(); ++d) dims.push_back(d);
+  return ops.sum_dims(g, dims, false);
+}
+
+// ============================================================================ convolution
+
+struct ConvPlan {
+  bool transposed;
+  int64_t batch, in_channels, out_channels, groups;
+  Ints in_spatial, kernel, stride, padding, dilation, output_padding, out_spatial;
+  int64_t in_per_group() const { return in_channels / groups; }
+  int64_t out_per_group() const { return out_channels / groups; }
+  Ints out_sizes() const { return concat({batch, out_channels}, out_spatial); }
+};
+
+ConvPlan plan_convolution(std::string_view op, const Tensor& input, const Tensor& weight, const MaybeTensor& bias,
+                          const Ints& stride, const Ints& padding, const Ints& dilation, bool transposed,
+                          const Ints& output_padding, int64_t groups) {
+  require_floating(op, input, "input");
+  OPCONFORM_CHECK(weight.dtype() == input.dtype(), ErrorCode::kInvalidArgument, op, ": argument 'weight' has dtype ",
+                  name(weight.dtype()), " but 'input' has dtype ", name(input.dtype()), "; they must be the same");
+  OPCONFORM_CHECK(!bias || bias->dtype() == input.dtype(), ErrorCode::kInvalidArgument, op, ": argument 'bias' has dtype ",
+                  name(bias->dtype()), " but 'input' has dtype ", name(input.dtype()), "; they must be the same");
+  OPCONFORM_CHECK(weight.dim() >= 3, ErrorCode::kInvalidArgument, op,
+                  ": argument 'weight' must have at least 3 dims (out, in / groups, kernel...), got shape ",
+                  shape_string(weight.sizes()));
+  OPCONFORM_CHECK(input.dim() == weight.dim(), ErrorCode::kInvalidArgument, op, ": expected a ", weight.dim(),
+                  "-d argument 'input' (batch, channels, spatial...) for a ", weight.dim(), "-d weight, got shape ",
+                  shape_string(input.sizes()));
+  OPCONFORM_CHECK(groups > 0, ErrorCode::kInvalidArgument, op, ": argument 'groups' must be positive, got ", groups);
+  const size_t dims = static_cast<size_t>(input.dim() - 2);
+  ConvPlan p;
+  p.transposed = transposed;
+  p.groups = groups;
+  p.batch = input.size(0);
+  p.in_channels = input.size(1);
+  p.in_spatial = tail(sizes_of(input), 2);
+  p.kernel = tail(sizes_of(weight), 2);
+  p.stride = expand_list(op, "stride", stride, dims);
+  p.padding = expand_list(op, "padding", padding, dims);
+  p.dilation = expand_list(op, "dilation", dilation, dims);
+  p.output_padding = expand_list(op, "output_padding", output_padding, dims);
+  check_all(op, "stride", p.stride, 1);
+  check_all(op, "dilation", p.dilation, 1);
+  check_all(op, "padding", p.padding, 0);
+  check_all(op, "output_padding", p.output_padding, 0);
+  if (!transposed) {
+    OPCONFORM_CHECK(weight.size(1) * groups == p.in_channels && weight.size(0) % groups == 0, ErrorCode::kInvalidArgument,
+                    op, ": argument 'weight' of shape ", shape_string(weight.sizes()), " with groups=", groups,
+                    " needs 'input' with ", weight.size(1) * groups, " channels and out channels divisible by groups; "
+                    "'input' has shape ", shape_string(input.sizes()));
+    p.out_channels = weight.size(0);
+  } else {
+    OPCONFORM_CHECK(weight.size(0) == p.in_channels && p.in_channels % groups == 0, ErrorCode::kInvalidArgument, op,
+                    ": argument 'weight' of shape ", shape_string(weight.sizes()), " (transposed, groups=", groups,
+                    ") needs 'input' with ", weight.size(0), " channels, divisible by groups; 'input' has shape ",
+                    shape_string(input.sizes()));
+    p.out_channels = weight.size(1) * groups;
+  }
+  OPCONFORM_CHECK(!bias || sizes_of(*bias) == Ints{p.out_channels}, ErrorCode::kInvalidArgument, op,
+                  ": argument 'bias' must have shape [", p.out_channels, "], got ", shape_string(bias->sizes()));
+  for (size_t i = 0; i < dims; ++i) {
+    const int64_t extent = p.dilation[i] * (p.kernel[i] - 1) + 1;  // the dilated kernel
+    if (!transposed) {
+      const int64_t padded = p.in_spatial[i] + 2 * p.padding[i];
+      OPCONFORM_CHECK(padded >= extent, ErrorCode::kInvalidArgument, op, ": the padded input size ", padded,
+                      " of spatial dim ", i, " is smaller than the dilated kernel size ", extent,
+                      " (arguments 'input', 'weight', 'padding', 'dilation')");
+      p.out_spatial.push_back((padded - extent) / p.stride[i] + 1);
+    } else {
+      OPCONFORM_CHECK(p.output_padding[i] < p.stride[i] || p.output_padding[i] < p.dilation[i],
+                      ErrorCode::kInvalidArgument, op, ": argument 'output_padding' ", shape_string(p.output_padding),
+                      " must be smaller than either stride or dilation");
+      const int64_t out = (p.in_spatial[i] - 1) * p.stride[i] - 2 * p.padding[i] + extent + p.output_padding[i];
+      OPCONFORM_CHECK(out >= 1, ErrorCode::kInvalidArgument, op, ": the output size ", out, " of spatial dim ", i,
+                      " is too small (arguments 'input', 'weight', 'stride', 'padding')");
+      p.out_spatial.push_back(out);
+    }
+  }
+  return p;
+}
+
+// y[n, o, j] = bias[o] + sum over the input channels c of o's group and the kernel offsets k of
+//   x[n, c, j * stride - padding + k * dilation] * w[o, c', k]          (convolution)
+//   x[n, c, i] * w[c, o', k] where j = i * stride - padding + k * dilation  (transposed)
+// positions outside the input counting as zero.
+Tensor convolution_cpu(const ConvPlan& p, const Tensor& input, const Tensor& weight, const MaybeTensor& bias) {
+  const std::vector<double> x = input.to_vector<double>(), w = weight.to_vector<double>();
+  const std::vector<double> b = bias ? bias->to_vector<double>() : std::vector<double>(p.out_channels, 0.0);
+  const Ints x_sizes = sizes_of(input), w_sizes = sizes_of(weight), y_sizes = p.out_sizes();
+  std::vector<double> y(static_cast<size_t>(product(y_sizes)));
+  const size_t dims = p.kernel.size();
+  Ints x_index(dims + 2), w_index(dims + 2);
+  for_each_index(y_sizes, [&](const Ints& yi) {
+    const int64_t n = yi[0], o = yi[1], group = o / p.out_per_group();
+    double sum = b[o];
+    for (int64_t ci = 0; ci < p.in_per_group(); ++ci) {
+      const int64_t c = group * p.in_per_group() + ci;
+      for_each_index(p.kernel, [&](const Ints& k) {
+        x_index[0] = n;
+        x_index[1] = c;
+        for (size_t d = 0; d < dims; ++d) {
+          const int64_t j = yi[2 + d];
+          int64_t i;
+          if (!p.transposed) {
+            i = j * p.stride[d] - p.padding[d] + k[d] * p.dilation[d];
+          } else {  // j = i * stride - padding + k * dilation, solved for i
+            const int64_t scaled = j + p.padding[d] - k[d] * p.dilation[d];
+            if (scaled % p.stride[d] != 0) return;
+            i = scaled / p.stride[d];
+          }
+          if (i < 0 || i >= p.in_spatial[d]) return;
+          x_index[2 + d] = i;
+          w_index[2 + d] = k[d];
+        }
+        w_index[0] = p.transposed ? c : o;
+        w_index[1] = p.transposed ? o % p.out_per_group() : ci;
+        sum += x[static_cast<size_t>(flat(x_sizes, x_index))] * w[static_cast<size_t>(flat(w_sizes, w_index))];
+      });
+    }
+    y[static_cast<size_t>(flat(y_sizes, yi))] = sum;
+  });
+  return from_vector<double>(y, y_sizes).to(input.dtype());
+}
+
+Tensor call_convolution(const Ops& ops, const Tensor& input, const Tensor& weight, const Ints& stride, const Ints& padding,
+                        const Ints& dilation, bool transposed, const Ints& output_padding, int64_t groups) {
+  return ops.tensor("aten::convolution", {input, weight, IValue(), IValue(stride), IValue(padding), IValue(dilation),
+                                          IValue(transposed), IValue(output_padding), IValue(groups)});
+}
+
+// sum over n and j of b[n, grp * cb + ob, j] * a[n, grp * ca + oa, k * dilation - padding + j * stride]
+// for every channel of b (all groups), channel oa of a's group and kernel offset k < kernel:
+// a tensor [b channels, a channels / groups, kernel...] — the weight gradient of a convolution
+// (a = input, b = grad) and of a transposed one (a = grad, b = input). It is itself a grouped
+// convolution, the batch playing the channels: of a as [ca, groups * N, ...] with b as
+// [groups * cb, N, ...], stride and dilation swapped.
+Tensor batch_correlation(const Ops& ops, const Tensor& a, const Tensor& b, const ConvPlan& p) {
+  const int64_t n = a.size(0), g = p.groups, ca = a.size(1) / g, cb = b.size(1) / g;
+  const Ints a_spatial = tail(sizes_of(a), 2), b_spatial = tail(sizes_of(b), 2);
+  Ints rest;  // the spatial dims after the three leading ones
+  for (size_t d = 0; d < a_spatial.size(); ++d) rest.push_back(static_cast<int64_t>(3 + d));
+  Tensor in = permute(ops, reshape(ops, a, concat({n, g, ca}, a_spatial)), concat({2, 1, 0}, rest));
+  in = reshape(ops, in, concat({ca, g * n}, a_spatial));
+  Tensor wt = permute(ops, reshape(ops, b, concat({n, g, cb}, b_spatial)), concat({1, 2, 0}, rest));
+  wt = reshape(ops, wt, concat({g * cb, n}, b_spatial));
+  Tensor r = call_convolution(ops, in, wt, p.dilation, p.padding, p.stride, false, Ints(a_spatial.size(), 0), g);
+  for (size_t d = 0; d < p.kernel.size(); ++d) r = narrow(ops, r, static_cast<int64_t>(2 + d), p.kernel[d]);
+  Ints swap{1, 0};
+  for (size_t d = 0; d < p.kernel.size(); ++d) swap.push_back(static_cast<int64_t>(2 + d));
+  return permute(ops, r, swap);
+}
+
+Grads convolution_backward(const Ops& ops, autograd::AutogradContext& ctx, const Grads& grads) {
+  const auto saved = ctx.saved_tensors();  // input, weight
+  const Tensor &x = saved[0], &w = saved[1], &g = grads[0];
+  const ConvPlan p = plan_convolution("aten::convolution", x, w, std::nullopt, ctx.get("arg3").to<Ints>(),
+                                      ctx.get("arg4").to<Ints>(), ctx.get("arg5").to<Ints>(), ctx.get("arg6").to_bool(),
+                                      ctx.get("arg7").to<Ints>(), ctx.get("arg8").to_int());
+  Grads out(9);
+  if (ctx.needs_input_grad(0)) {
+    if (!p.transposed) {
+      // The transposed convolution of g with w; output_padding restores the sizes the strides dropped.
+      Ints restore;
+      for (size_t d = 0; d < p.kernel.size(); ++d) {
+        const int64_t reached = (p.out_spatial[d] - 1) * p.stride[d] - 2 * p.padding[d] + p.dilation[d] * (p.kernel[d] - 1) + 1;
+        restore.push_back(p.in_spatial[d] - reached);
+      }
+      out[0] = call_convolution(ops, g, w, p.stride, p.padding, p.dilation, true, restore, p.groups);
+    } else {
+      Tensor gx = call_convolution(ops, g, w, p.stride, p.padding, p.dilation, false, Ints(p.kernel.size(), 0), p.groups);
+      for (size_t d = 0; d < p.kernel.size(); ++d) gx = narrow(ops, gx, static_cast<int64_t>(2 + d), p.in_spatial[d]);
+      out[0] = gx;
+    }
+  }
+  if (ctx.needs_input_grad(1)) out[1] = p.transposed ? batch_correlation(ops, g, x, p) : batch_correlation(ops, x, g, p);
+  if (ctx.needs_input_grad(2)) out[2] = sum_but_channels(ops, g);
+  return out;
+}
+
+// Consistent shapes: groups divide both channel counts, the (dilated) kernel fits the padded
+// input, a transposed convolution's output_padding is below its stride or dilation.
+Stack draw_convolution_args(SampleDraw& draw) {
+  const DType d = draw.dtype();
+  const int64_t dims = draw.integer(1, 3), groups = draw.integer(1, 2);
+  const int64_t in_per_group = draw.integer(1, 2), out_per_group = draw.integer(1, 2);
+  const int64_t batch = draw.coin(10) ? 0 : draw.integer(1, 2);
+  const bool transposed = draw.coin(30);
+  Ints kernel, stride, padding, dilation, output_padding, spatial;
+  for (int64_t i = 0; i < dims; ++i) {
+    const int64_t k = draw.integer(1, 3), s = draw.integer(1, 2), dil = draw.integer(1, 2);
+    int64_t pad = draw.integer(0, 2);
+    const int64_t extent = dil * (k - 1) + 1;
+    int64_t op = 0, size;
+    if (!transposed) {
+      const int64_t smallest = std::max<int64_t>(1, extent - 2 * pad);
+      size = draw.integer(smallest, smallest + 2);
+    } else {
+      op = draw.integer(0, std::max(s, dil) - 1);
+      size = draw.integer(1, 3);
+      pad = std::min(pad, ((size - 1) * s + extent + op - 1) / 2);  // keeps the output size >= 1
+    }
+    kernel.push_back(k);
+    stride.push_back(s);
+    dilation.push_back(dil);
+    padding.push_back(pad);
+    output_padding.push_back(op);
+    spatial.push_back(size);
+  }
+  const int64_t in_channels = groups * in_per_group, out_channels = groups * out_per_group;
+  Tensor input = draw.tensor(concat({batch, in_channels}, spatial), d);
+  Tensor weight = draw.tensor(concat(transposed ? Ints{in_channels, out_per_group} : Ints{out_channels, in_per_group}, kernel), d);
+  IValue bias = draw.coin(70) ? IValue(draw.tensor({out_channels}, d)) : IValue();
+  return {IValue(input), IValue(weight), bias, IValue(stride), IValue(padding), IValue(dilation), IValue(transposed),
+          IValue(output_padding), IValue(groups)};
+}
+
+// ============================================================================ pooling
+
+struct PoolPlan {
+  Ints leading;  // [N, C] or [C]
+  int64_t planes, height, width, out_height, out_width;
+  int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  Ints out_sizes() const { return concat(leading, {out_height, out_width}); }
+};
+
+// PyTorch's pooling_output_shape: in ceil mode the last window must start inside the input or
+// its left padding.
+int64_t pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
+  int64_t out = floor_div(in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+Ints pair_of(std::string_view op, std::string_view arg, const Ints& v) {
+  OPCONFORM_CHECK(v.size() == 1 || v.size() == 2, ErrorCode::kInvalidArgument, op, ": argument '", arg,
+                  "' must be a single int or two ints, got ", shape_string(v));
+  return v.size() == 1 ? Ints{v[0], v[0]} : v;
+}
+
+PoolPlan plan_pool(std::string_view op, const Tensor& input, const Ints& kernel_size, const Ints& stride,
+                   const Ints& padding, const Ints& dilation, bool ceil_mode) {
+  require_floating(op, input, "self");
+  const Ints sizes = sizes_of(input);
+  bool non_empty = input.dim() == 3 || input.dim() == 4;
+  for (int64_t d = input.dim() == 4 ? 1 : 0; non_empty && d < input.dim(); ++d) non_empty = sizes[d] > 0;
+  OPCONFORM_CHECK(non_empty, ErrorCode::kInvalidArgument, op,
+                  ": argument 'self' must be a 3-d (C, H, W) or 4-d (N, C, H, W) tensor with non-zero C, H and W, got shape ",
+                  shape_string(sizes));
+  const Ints k = pair_of(op, "kernel_size", kernel_size);
+  const Ints s = stride.empty() ? k : pair_of(op, "stride", stride);
+  const Ints pad = pair_of(op, "padding", padding), dil = pair_of(op, "dilation", dilation);
+  check_all(op, "kernel_size", k, 1);
+  check_all(op, "stride", s, 1);
+  check_all(op, "padding", pad, 0);
+  check_all(op, "dilation", dil, 1);
+  OPCONFORM_CHECK(pad[0] <= k[0] / 2 && pad[1] <= k[1] / 2, ErrorCode::kInvalidArgument, op, ": argument 'padding' ",
+                  shape_string(pad), " must be at most half of 'kernel_size' ", shape_string(k));
+  PoolPlan p;
+  p.leading = Ints(sizes.begin(), sizes.end() - 2);
+  p.planes = product(p.leading);
+  p.height = sizes[sizes.size() - 2];
+  p.width = sizes.back();
+  p.kernel_h = k[0], p.kernel_w = k[1], p.stride_h = s[0], p.stride_w = s[1];
+  p.pad_h = pad[0], p.pad_w = pad[1], p.dilation_h = dil[0], p.dilation_w = dil[1];
+  p.out_height = pooled_size(p.height, p.kernel_h, p.pad_h, p.stride_h, p.dilation_h, ceil_mode);
+  p.out_width = pooled_size(p.width, p.kernel_w, p.pad_w, p.stride_w, p.dilation_w, ceil_mode);
+  OPCONFORM_CHECK(p.out_height >= 1 && p.out_width >= 1, ErrorCode::kInvalidArgument, op, ": the output size ",
+                  p.out_height, "x", p.out_width, " of input ", shape_string(sizes),
+                  " is too small (arguments 'kernel_size', 'stride', 'padding', 'dilation')");
+  return p;
+}
+
+// The window of output (oh, ow) clipped to the input: rows h0, h0 + dilation, ... < h1, likewise
+// for columns. With padding and dilation it may hold no input position at all.
+struct MaxWindow {
+  int64_t h0, h1, w0, w1;
+  bool empty() const { return h0 >= h1 || w0 >= w1; }
+};
+MaxWindow max_window(const PoolPlan& p, int64_t oh, int64_t ow) {
+  int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
+  const int64_t h1 = std::min(h0 + (p.kernel_h - 1) * p.dilation_h + 1, p.height);
+  const int64_t w1 = std::min(w0 + (p.kernel_w - 1) * p.dilation_w + 1, p.width);
+  while (h0 < 0) h0 += p.dilation_h;
+  while (w0 < 0) w0 += p.dilation_w;
+  return {h0, h1, w0, w1};
+}
+
+// PyTorch's CPU max pooling: in each window the first largest value, or the last NaN; its index
+// is h * W + w within the plane. An empty window gives -inf and the index of its first position.
+std::tuple<Tensor, Tensor> max_pool_cpu(const PoolPlan& p, const Tensor& input) {
+  const std::vector<double> x = input.to_vector<double>();
+  const int64_t plane = p.height * p.width, out_plane = p.out_height * p.out_width;
+  std::vector<double> y(static_cast<size_t>(p.planes * out_plane));
+  std::vector<int64_t> where(y.size());
+  for (int64_t c = 0; c < p.planes; ++c) {
+    for (int64_t oh = 0; oh < p.out_height; ++oh) {
+      for (int64_t ow = 0; ow < p.out_width; ++ow) {
+        const MaxWindow win = max_window(p, oh, ow);
+        int64_t best = win.h0 * p.width + win.w0;
+        double best_value = -std::numeric_limits<double>::infinity();
+        for (int64_t h = win.h0; h < win.h1; h += p.dilation_h) {
+          for (int64_t w = win.w0; w < win.w1; w += p.dilation_w) {
+            const double v = x[static_cast<size_t>(c * plane + h * p.width + w)];
+            if (v > best_value || std::isnan(v)) {
+              best_value = v;
+              best = h * p.width + w;
+            }
+          }
+        }
+        const size_t at = static_cast<size_t>(c * out_plane + oh * p.out_width + ow);
+        y[at] = best_value;
+        where[at] = best;
+      }
+    }
+  }
+  return {from_vector<double>(y, p.out_sizes()).to(input.dtype()), from_vector<int64_t>(where, p.out_sizes())};
+}
+
+// Adds src [planes, m] into a zero [planes, plane_size] gradient at index [planes, m] (entries
+// equal to plane_size are dropped) and shapes the result as `sizes`.
+Tensor scatter_into_planes(const Ops& ops, const Tensor& src, const Tensor& index, int64_t planes, int64_t plane_size,
+                           const Ints& sizes, bool has_dropped) {
+  Tensor zero = zeros_of(ops, {planes, plane_size + (has_dropped ? 1 : 0)}, src);
+  Tensor summed = ops.tensor("aten::scatter_add", {zero, IValue(int64_t{1}), index, src});
+  if (has_dropped) summed = narrow(ops, summed, 1, plane_size);
+  return reshape(ops, summed, sizes);
+}
+
+struct AvgPoolOptions {
+  bool count_include_pad;
+  std::optional<int64_t> divisor_override;
+};
+
+// The clipped window of output (oh, ow) and its divisor, as PyTorch's CPU avg pooling.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, divisor;
+  bool empty() const { return h0 >= h1 || w0 >= w1; }
+};
+AvgWindow avg_window(const PoolPlan& p, const AvgPoolOptions& o, int64_t oh, int64_t ow) {
+  int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
+  int64_t h1 = std::min(h0 + p.kernel_h, p.height + p.pad_h), w1 = std::min(w0 + p.kernel_w, p.width + p.pad_w);
+  const int64_t padded_size = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, p.height), w1 = std::min(w1, p.width);
+  const int64_t divisor = o.divisor_override ? *o.divisor_override : o.count_include_pad ? padded_size : (h1 - h0) * (w1 - w0);
+  return {h0, h1, w0, w1, divisor};
+}
+
+Tensor avg_pool_cpu(const PoolPlan& p, const AvgPoolOptions& o, const Tensor& input) {
+  const std::vector<double> x = input.to_vector<double>();
+  const int64_t plane = p.height * p.width, out_plane = p.out_height * p.out_width;
+  std::vector<double> y(static_cast<size_t>(p.planes * out_plane), 0.0);
+  for (int64_t c = 0; c < p.planes; ++c) {
+    for (int64_t oh = 0; oh < p.out_height; ++oh) {
+      for (int64_t ow = 0; ow < p.out_width; ++ow) {
+        const AvgWindow win = avg_window(p, o, oh, ow);
+        if (win.empty()) continue;
+        double sum = 0;
+        for (int64_t h = win.h0; h < win.h1; ++h)
+          for (int64_t w = win.w0; w < win.w1; ++w) sum += x[static_cast<size_t>(c * plane + h * p.width + w)];
+        y[static_cast<size_t>(c * out_plane + oh * p.out_width + ow)] = sum / static_cast<double>(win.divisor);
+      }
+    }
+  }
+  return from_vector<double>(y, p.out_sizes()).to(input.dtype());
+}
+
+// avg_pool2d's gradient: every output's gradient / its divisor, added to each input position of
+// its window. The windows are data-independent: index [planes, out positions * window cells]
+// (cells outside the clipped window point past the plane and are dropped) and the coefficients
+// 1 / divisor (0 for those cells) are built from the sizes.
+Tensor avg_pool_backward(const Ops& ops, const Tensor& g, const PoolPlan& p, const AvgPoolOptions& o, const Ints& input_sizes) {
+  const int64_t cells = p.kernel_h * p.kernel_w, positions = p.out_height * p.out_width, plane = p.height * p.width;
+  std::vector<int64_t> index;
+  std::vector<double> coefficient;
+  for (int64_t oh = 0; oh < p.out_height; ++oh) {
+    for (int64_t ow = 0; ow < p.out_width; ++ow) {
+      const AvgWindow win = avg_window(p, o, oh, ow);
+      for (int64_t i = 0; i < cells; ++i) {
+        const int64_t h = win.h0 + i / p.kernel_w, w = win.w0 + i % p.kernel_w;
+        const bool inside = !win.empty() && h < win.h1 && w < win.w1;
+        index.push_back(inside ? h * p.width + w : plane);
+        coefficient.push_back(inside ? 1.0 / static_cast<double>(win.divisor) : 0.0);
+      }
+    }
+  }
+  std::vector<int64_t> all_planes;
+  for (int64_t c = 0; c < p.planes; ++c) all_planes.insert(all_planes.end(), index.begin(), index.end());
+  Tensor idx = from_vector<int64_t>(all_planes, {p.planes, positions * cells}).to(g.device());
+  Tensor coef = from_vector<double>(coefficient, {positions, cells}).to(g.dtype(), g.device());
+  Tensor spread = ops.mul(reshape(ops, g, {p.planes, positions, 1}), coef);  // [planes, positions, cells]
+  return scatter_into_planes(ops, reshape(ops, spread, {p.planes, positions * cells}), idx, p.planes, plane, input_sizes, true);
+}
+
+// A 3-d or 4-d input whose planes fit the (dilated) kernel with padding <= kernel / 2.
+Stack draw_pool_args(SampleDraw& draw, bool dilated) {
+  const DType d = draw.dtype();
+  Ints leading{draw.integer(1, 3)};
+  if (draw.coin(60)) leading.insert(leading.begin(), draw.coin(10) ? 0 : draw.integer(1, 2));
+  Ints kernel, stride, padding, dilation, spatial;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t k = draw.integer(1, 3), dil = dilated ? draw.integer(1, 2) : 1, pad = draw.integer(0, k / 2);
+    const int64_t smallest = std::max<int64_t>(1, dil * (k - 1) + 1 - 2 * pad);
+    kernel.push_back(k);
+    stride.push_back(draw.integer(1, 3));
+    padding.push_back(pad);
+    dilation.push_back(dil);
+    spatial.push_back(draw.integer(smallest, smallest + 3));
+  }
+  // Lists of one element stand for both dims when the two agree.
+  auto list = [&](const Ints& v) { return IValue(v[0] == v[1] && draw.coin(30) ? Ints{v[0]} : v); };
+  Tensor input = draw.tensor(concat(leading, spatial), d);
+  Stack args{IValue(input), list(kernel), draw.coin(20) ? IValue(Ints{}) : list(stride), list(padding)};
+  if (dilated) args.push_back(list(dilation));
+  args.push_back(IValue(draw.coin(30)));  // ceil_mode
+  return args;
+}
+
+}  // namespace
+
+void register_convolution_pooling(Library& lib) {
+  Registry& r = lib.registry();
+  const std::string fam = "convolution_pooling";
+
+  {
+    OpBuilder b(lib,
+                "aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
+                "SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",
+                fam, "N-d grouped, strided, padded, dilated convolution (cross-correlation) or transposed convolution, plus bias");
+    const std::string name = b.name();
+    b.cpu([name](const Tensor& input, const Tensor& weight, const MaybeTensor& bias, const Ints& stride,
+                 const Ints& padding, const Ints& dilation, bool transposed, const Ints& output_padding, int64_t groups) {
+       const ConvPlan p =
+           plan_convolution(name, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+       return convolution_cpu(p, input, weight, bias);
+     })
+        .fake([name](const Tensor& input, const Tensor& weight, const MaybeTensor& bias, const Ints& stride,
+                     const Ints& padding, const Ints& dilation, bool transposed, const Ints& output_padding, int64_t groups) {
+          const ConvPlan p =
+              plan_convolution(name, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+          return empty(p.out_sizes(), input.options());
+        })
+        .autograd([ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) { return convolution_backward(ops, ctx, g); },
+                  [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
+                    ctx.save_for_backward({inputs[0].to_tensor(), inputs[1].to_tensor()});
+                    for (size_t i = 3; i < inputs.size(); ++i) ctx.set("arg" + std::to_string(i), inputs[i]);
+                  })
+        .samples(draw_convolution_args)
+        .dtypes(kFloating);
+  }
+  {
+    OpBuilder b(lib,
+                "aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
+                "int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)",
+                fam, "2-d max pooling over (dilated) windows; returns (values, int64 indices h * W + w per plane)");
+    const std::string name = b.name();
+    b.cpu([name](const Tensor& self, const Ints& kernel_size, const Ints& stride, const Ints& padding, const Ints& dilation,
+                 bool ceil_mode) {
+       return max_pool_cpu(plan_pool(name, self, kernel_size, stride, padding, dilation, ceil_mode), self);
+     })
+        .fake([name](const Tensor& self, const Ints& kernel_size, const Ints& stride, const Ints& padding,
+                     const Ints& dilation, bool ceil_mode) {
+          const PoolPlan p = plan_pool(name, self, kernel_size, stride, padding, dilation, ceil_mode);
+          return std::make_tuple(empty(p.out_sizes(), self.options()),
+                                 empty(p.out_sizes(), TensorOptions(DType::Int64, self.device())));
+        })
+        .autograd(
+            [ops = Ops(r), name](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
+              // Each output's gradient goes to the input position its index names; outputs of
+              // empty windows (constant -inf) pass none.
+              const auto saved = ctx.saved_tensors();  // self, indices
+              const Tensor &x = saved[0], &indices = saved[1];
+              const PoolPlan p = plan_pool(name, x, ctx.get("arg1").to<Ints>(), ctx.get("arg2").to<Ints>(),
+                                           ctx.get("arg3").to<Ints>(), ctx.get("arg4").to<Ints>(), ctx.get("arg5").to_bool());
+              const int64_t plane = p.height * p.width, positions = p.out_height * p.out_width;
+              std::vector<bool> empty_windows;
+              for (int64_t oh = 0; oh < p.out_height; ++oh)
+                for (int64_t ow = 0; ow < p.out_width; ++ow) empty_windows.push_back(max_window(p, oh, ow).empty());
+              Tensor index = reshape(ops, indices, {p.planes, positions});
+              const bool any_empty = std::find(empty_windows.begin(), empty_windows.end(), true) != empty_windows.end();
+              if (any_empty) {  // send them to a dropped column
+                Tensor mask = empty({positions}, TensorOptions(DType::Bool));
+                for (int64_t i = 0; i < positions; ++i) mask.set({i}, Scalar(static_cast<bool>(empty_windows[i])));
+                index = ops.where(mask.to(x.device()), scalar_tensor(Scalar(plane), TensorOptions(DType::Int64, x.device())), index);
+              }
+              Tensor gx = scatter_into_planes(ops, reshape(ops, g[0], {p.planes, positions}), index, p.planes, plane,
+                                              sizes_of(x), any_empty);
+              return {gx, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+            },
+            [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
+              ctx.save_for_backward({inputs[0].to_tensor(), outputs[1].to_tensor()});
+              ctx.mark_non_differentiable({outputs[1].to_tensor()});
+              for (size_t i = 1; i < inputs.size(); ++i) ctx.set("arg" + std::to_string(i), inputs[i]);
+            })
+        .samples([](SampleDraw& draw) { return draw_pool_args(draw, true); })
+        .dtypes(kFloating);
+  }
+  {
+    OpBuilder b(lib,
+                "aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, "
+                "bool count_include_pad=True, int? divisor_override=None) -> Tensor",
+                fam, "2-d average pooling (divisor: the window with its padding, the window without it, or the override)");
+    const std::string name = b.name();
+    auto plan = [name](const Tensor& self, const Ints& kernel_size, const Ints& stride, const Ints& padding, bool ceil_mode,
+                       std::optional<int64_t> divisor_override) {
+      OPCONFORM_CHECK(!divisor_override || *divisor_override != 0, ErrorCode::kInvalidArgument, name,
+                      ": argument 'divisor_override' must not be zero");
+      return plan_pool(name, self, kernel_size, stride, padding, {1}, ceil_mode);
+    };
+    b.cpu([plan](const Tensor& self, const Ints& kernel_size, const Ints& stride, const Ints& padding, bool ceil_mode,
+                 bool count_include_pad, std::optional<int64_t> divisor_override) {
+       return avg_pool_cpu(plan(self, kernel_size, stride, padding, ceil_mode, divisor_override),
+                           {count_include_pad, divisor_override}, self);
+     })
+        .fake([plan](const Tensor& self, const Ints& kernel_size, const Ints& stride, const Ints& padding, bool ceil_mode,
+                     bool, std::optional<int64_t> divisor_override) {
+          return empty(plan(self, kernel_size, stride, padding, ceil_mode, divisor_override).out_sizes(), self.options());
+        })
+        .autograd(
+            [ops = Ops(r), plan](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
+              const Tensor x = ctx.saved_tensors()[0];
+              const auto divisor = ctx.get("arg6").to<std::optional<int64_t>>();
+              const PoolPlan p = plan(x, ctx.get("arg1").to<Ints>(), ctx.get("arg2").to<Ints>(), ctx.get("arg3").to<Ints>(),
+                                      ctx.get("arg4").to_bool(), divisor);
+              return {avg_pool_backward(ops, g[0], p, {ctx.get("arg5").to_bool(), divisor}, sizes_of(x)),
+                      Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+            },
+            [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
+              ctx.save_for_backward({inputs[0].to_tensor()});
+              for (size_t i = 1; i < inputs.size(); ++i) ctx.set("arg" + std::to_string(i), inputs[i]);
+            })
+        .samples([](SampleDraw& draw) {
+          Stack args = draw_pool_args(draw, false);
+          args.push_back(IValue(draw.coin()));  // count_include_pad
+          args.push_back(draw.coin(30) ? IValue(draw.integer(1, 3)) : IValue());
+          return args;
+        })
+        .dtypes(kFloating);
+  }
+}
+
+}  // namespace opconform::reference

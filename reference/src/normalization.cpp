@@ -1,0 +1,540 @@
+// Normalization: layer norm, group norm, batch norm in inference mode, and dropout.
+//
+// The norms read the input in float64 (row-major), normalize each row of their statistics —
+// layer norm: the trailing normalized_shape; group norm: one group of channels of one sample —
+// with the mean and the biased variance, and round once. Outputs are contiguous, as PyTorch's
+// CPU kernels give them. Their formulas are the full gradients, the contributions of the mean
+// and rstd outputs included, written with registry ops (so double backward works).
+#include <cmath>
+#include <limits>
+
+#include "opconform/core/generator.h"
+#include "opconform/reference/detail/calls.h"
+#include "opconform/reference/detail/elementwise.h"
+#include "opconform/reference/detail/op_builder.h"
+#include "opconform/reference/detail/op_support.h"
+#include "opconform/reference/reference.h"
+
+namespace opconform::reference {
+namespace {
+
+using namespace detail;
+using conformance::SampleDraw;
+using conformance::ValueConstraint;
+using Grads = std::vector<Tensor>;
+using Ints = std::vector<int64_t>;
+using MaybeTensor = std::optional<Tensor>;
+
+Ints sizes_of(const Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
+int64_t product(const Ints& v, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t p = 1;
+  for (size_t i = from; i < std::min(to, v.size()); ++i) p *= v[i];
+  return p;
+}
+
+void require_floating(std::string_view op, const Tensor& t, std::string_view arg) {
+  OPCONFORM_CHECK(is_floating(t.dtype()), ErrorCode::kNotImplemented, op, ": argument '", arg, "' has dtype ",
+                  name(t.dtype()), "; the operator supports floating dtypes only");
+}
+
+// The dtype of the statistics: the input's, or float32 when a float16/bfloat16 input comes with
+// float32 parameters (PyTorch's "mixed type"). Any other mix is an error, as PyTorch's kernels.
+DType parameter_dtype(std::string_view op, const Tensor& input,
+                      const std::vector<std::pair<const MaybeTensor*, const char*>>& params) {
+  require_floating(op, input, "input");
+  const bool reduced = input.dtype() == DType::Float16 || input.dtype() == DType::BFloat16;
+  std::optional<DType> common;
+  for (const auto& [p, arg] : params) {
+    if (!*p) continue;
+    const DType d = (*p)->dtype();
+    OPCONFORM_CHECK(d == input.dtype() || (reduced && d == DType::Float32), ErrorCode::kInvalidArgument, op,
+                    ": argument '", arg, "' has dtype ", name(d), " but 'input' has dtype ", name(input.dtype()),
+                    " (parameters take the input's dtype, or float32 for a float16/bfloat16 input)");
+    OPCONFORM_CHECK(!common || *common == d, ErrorCode::kInvalidArgument, op, ": argument '", arg, "' has dtype ",
+                    name(d), " but another parameter has dtype ", name(*common));
+    common = d;
+  }
+  return common.value_or(input.dtype());
+}
+
+void check_param_shape(std::string_view op, const MaybeTensor& p, const Ints& want, std::string_view arg) {
+  if (!p) return;
+  OPCONFORM_CHECK(sizes_of(*p) == want, ErrorCode::kInvalidArgument, op, ": argument '", arg, "' has shape ",
+                  shape_string(p->sizes()), " but ", shape_string(want), " is expected");
+}
+
+// The values of an optional per-channel (or per-element) parameter, `fill` when None.
+std::vector<double> values_or(const MaybeTensor& p, int64_t n, double fill) {
+  return p ? p->to_vector<double>() : std::vector<double>(static_cast<size_t>(n), fill);
+}
+
+// Mean and biased variance of `rows` consecutive rows of `len` values (0/0 = NaN for empty rows).
+struct Moments {
+  std::vector<double> mean, var;
+};
+Moments row_moments(const std::vector<double>& x, int64_t rows, int64_t len) {
+  Moments m{std::vector<double>(rows), std::vector<double>(rows)};
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* row = x.data() + r * len;
+    double sum = 0, squares = 0;
+    for (int64_t i = 0; i < len; ++i) sum += row[i];
+    const double mean = sum / static_cast<double>(len);
+    for (int64_t i = 0; i < len; ++i) squares += (row[i] - mean) * (row[i] - mean);
+    m.mean[r] = mean;
+    m.var[r] = squares / static_cast<double>(len);
+  }
+  return m;
+}
+
+// A contiguous tensor of dtype d from float64 values in row-major order.
+Tensor make(const std::vector<double>& values, const Ints& sizes, DType d) {
+  return from_vector<double>(values, sizes).to(d);
+}
+
+// ---- formulas ----
+
+Tensor contiguous(const Ops& ops, const Tensor& t) {
+  return t.is_contiguous() ? t : ops.tensor("aten::clone", {t, IValue(MemoryFormat::Contiguous)});
+}
+Tensor reshape(const Ops& ops, const Tensor& t, Ints sizes) { return ops.view(contiguous(ops, t), std::move(sizes)); }
+Tensor mean_dims(const Ops& ops, const Tensor& t, Ints dims) {
+  return ops.tensor("aten::mean.dim", {t, IValue(std::move(dims)), IValue(true)});
+}
+// Sum over dims (none: t itself; sum.dim_IntList reads an empty list as "all dims").
+Tensor sum_over(const Ops& ops, const Tensor& t, const Ints& dims, bool keepdim) {
+  return dims.empty() ? t : ops.sum_dims(t, dims, keepdim);
+}
+
+// The gradient of the input of a normalization over the last dim of rows (x̂ = (x - mean) rstd,
+// mean and rstd keepdim), given the gradient gx̂ of x̂ and those of the mean and rstd outputs:
+//   rstd (gx̂ - E[gx̂] - x̂ E[gx̂ x̂]) + g_mean / n - g_rstd rstd² x̂ / n
+Tensor normalized_input_grad(const Ops& ops, const Tensor& gxhat, const Tensor& xhat, const Tensor& rstd,
+                             const Tensor& g_mean, const Tensor& g_rstd, const Ints& dims, int64_t n) {
+  Tensor centered = ops.sub(gxhat, mean_dims(ops, gxhat, dims));
+  Tensor projected = ops.sub(centered, ops.mul(xhat, mean_dims(ops, ops.mul(gxhat, xhat), dims)));
+  Tensor gx = ops.mul(rstd, projected);
+  const double inv_n = 1.0 / static_cast<double>(n);
+  gx = ops.add(gx, ops.mul(g_mean, inv_n));
+  return ops.add(gx, ops.mul(ops.mul(ops.mul(g_rstd, ops.mul(rstd, rstd)), xhat), -inv_n));
+}
+
+// ---- layer norm ----
+
+struct LayerNormPlan {
+  int64_t rows, len, axis;
+  Ints stat_sizes;
+  DType stat_dtype;
+};
+
+LayerNormPlan plan_layer_norm(std::string_view op, const Tensor& input, const Ints& normalized, const MaybeTensor& weight,
+                              const MaybeTensor& bias) {
+  const DType stat = parameter_dtype(op, input, {{&weight, "weight"}, {&bias, "bias"}});
+  const int64_t k = static_cast<int64_t>(normalized.size());
+  const Ints sizes = sizes_of(input);
+  OPCONFORM_CHECK(k >= 1, ErrorCode::kInvalidArgument, op, ": argument 'normalized_shape' must have at least one element");
+  const int64_t axis = input.dim() - k;
+  OPCONFORM_CHECK(axis >= 0 && Ints(sizes.begin() + std::max<int64_t>(axis, 0), sizes.end()) == normalized,
+                  ErrorCode::kInvalidArgument, op, ": argument 'normalized_shape' ", shape_string(normalized),
+                  " must be the trailing sizes of 'input', which has shape ", shape_string(sizes));
+  check_param_shape(op, weight, normalized, "weight");
+  check_param_shape(op, bias, normalized, "bias");
+  Ints stat_sizes(sizes.begin(), sizes.begin() + axis);
+  stat_sizes.resize(sizes.size(), 1);
+  return {product(sizes, 0, axis), product(normalized), axis, stat_sizes, stat};
+}
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm_cpu(std::string_view op, const Tensor& input, const Ints& normalized,
+                                                  const MaybeTensor& weight, const MaybeTensor& bias, double eps) {
+  const LayerNormPlan p = plan_layer_norm(op, input, normalized, weight, bias);
+  const std::vector<double> x = input.to_vector<double>();
+  const std::vector<double> w = values_or(weight, p.len, 1), b = values_or(bias, p.len, 0);
+  const Moments m = row_moments(x, p.rows, p.len);
+  std::vector<double> y(x.size()), rstd(p.rows);
+  for (int64_t r = 0; r < p.rows; ++r) {
+    rstd[r] = 1 / std::sqrt(m.var[r] + eps);
+    for (int64_t i = 0; i < p.len; ++i) {
+      const size_t at = static_cast<size_t>(r * p.len + i);
+      y[at] = (x[at] - m.mean[r]) * rstd[r] * w[i] + b[i];
+    }
+  }
+  return {make(y, sizes_of(input), input.dtype()), make(m.mean, p.stat_sizes, p.stat_dtype),
+          make(rstd, p.stat_sizes, p.stat_dtype)};
+}
+
+Grads layer_norm_backward(const Ops& ops, autograd::AutogradContext& ctx, const Grads& g) {
+  const auto saved = ctx.saved_tensors();  // input, [weight], [bias], out, mean, rstd
+  const Tensor& x = saved[0];
+  const bool has_weight = ctx.get("has_weight").to_bool();
+  const Tensor weight = has_weight ? saved[1] : Tensor();
+  const Tensor& mean = saved[saved.size() - 2];
+  const Tensor& rstd = saved.back();
+  const int64_t axis = ctx.get("axis").to_int();
+  Ints normalized_dims, leading_dims;
+  for (int64_t d = 0; d < x.dim(); ++d) (d < axis ? leading_dims : normalized_dims).push_back(d);
+  const int64_t n = product(sizes_of(x), axis);
+
+  Tensor xhat = ops.mul(ops.sub(x, mean), rstd);
+  Tensor gxhat = has_weight ? ops.mul(g[0], weight) : g[0];
+  Grads out(5);
+  if (ctx.needs_input_grad(0)) out[0] = normalized_input_grad(ops, gxhat, xhat, rstd, g[1], g[2], normalized_dims, n);
+  if (ctx.needs_input_grad(2)) out[2] = sum_over(ops, ops.mul(g[0], xhat), leading_dims, false);
+  if (ctx.needs_input_grad(3)) out[3] = sum_over(ops, g[0], leading_dims, false);
+  return out;
+}
+
+// ---- group norm ----
+
+struct GroupNormPlan {
+  int64_t rows, len, channels_per_group;
+  DType stat_dtype;
+};
+
+GroupNormPlan plan_group_norm(std::string_view op, const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias,
+                              int64_t n, int64_t c, int64_t hxw, int64_t group) {
+  const DType stat = parameter_dtype(op, input, {{&weight, "weight"}, {&bias, "bias"}});
+  OPCONFORM_CHECK(input.dim() >= 2, ErrorCode::kInvalidArgument, op, ": argument 'input' must have at least 2 dims (N, C, ...), got shape ",
+                  shape_string(input.sizes()));
+  OPCONFORM_CHECK(input.size(0) == n && input.size(1) == c && input.numel() == n * c * hxw, ErrorCode::kInvalidArgument, op,
+                  ": arguments 'N' (", n, "), 'C' (", c, ") and 'HxW' (", hxw, ") do not describe 'input' of shape ",
+                  shape_string(input.sizes()));
+  OPCONFORM_CHECK(group > 0 && c % group == 0, ErrorCode::kInvalidArgument, op, ": argument 'group' (", group,
+                  ") must be positive and divide the number of channels (", c, ")");
+  check_param_shape(op, weight, {c}, "weight");
+  check_param_shape(op, bias, {c}, "bias");
+  return {n * group, c / group * hxw, c / group, stat};
+}
+
+std::tuple<Tensor, Tensor, Tensor> group_norm_cpu(std::string_view op, const Tensor& input, const MaybeTensor& weight,
+                                                  const MaybeTensor& bias, int64_t n, int64_t c, int64_t hxw,
+                                                  int64_t group, double eps) {
+  const GroupNormPlan p = plan_group_norm(op, input, weight, bias, n, c, hxw, group);
+  const std::vector<double> x = input.to_vector<double>();
+  const std::vector<double> w = values_or(weight, c, 1), b = values_or(bias, c, 0);
+  const Moments m = row_moments(x, p.rows, p.len);  // a row: one group of one sample
+  std::vector<double> y(x.size()), rstd(p.rows);
+  for (int64_t r = 0; r < p.rows; ++r) {
+    rstd[r] = 1 / std::sqrt(m.var[r] + eps);
+    for (int64_t i = 0; i < p.len; ++i) {
+      const int64_t channel = (r % group) * p.channels_per_group + i / std::max<int64_t>(hxw, 1);
+      const size_t at = static_cast<size_t>(r * p.len + i);
+      y[at] = (x[at] - m.mean[r]) * rstd[r] * w[channel] + b[channel];
+    }
+  }
+  return {make(y, sizes_of(input), input.dtype()), make(m.mean, {n, group}, p.stat_dtype),
+          make(rstd, {n, group}, p.stat_dtype)};
+}
+
+Grads group_norm_backward(const Ops& ops, autograd::AutogradContext& ctx, const Grads& g) {
+  const auto saved = ctx.saved_tensors();  // input, [weight], [bias], out, mean, rstd
+  const Tensor& x = saved[0];
+  const bool has_weight = ctx.get("has_weight").to_bool();
+  const int64_t n = ctx.get("arg3").to_int(), c = ctx.get("arg4").to_int(), hxw = ctx.get("arg5").to_int(),
+                group = ctx.get("arg6").to_int();
+  const int64_t len = c / group * hxw;
+  auto rows = [&](const Tensor& t) { return reshape(ops, t, {n, group, len}); };
+  auto channels = [&](const Tensor& t) { return reshape(ops, t, {n, c, hxw}); };
+  auto stat = [&](const Tensor& t) { return reshape(ops, t, {n, group, 1}); };
+  const Tensor mean = stat(saved[saved.size() - 2]), rstd = stat(saved.back());
+
+  Tensor xhat = ops.mul(ops.sub(rows(x), mean), rstd);
+  Tensor gxhat = has_weight ? rows(ops.mul(channels(g[0]), reshape(ops, saved[1], {1, c, 1}))) : rows(g[0]);
+  Grads out(8);
+  if (ctx.needs_input_grad(0)) {
+    Tensor gx = normalized_input_grad(ops, gxhat, xhat, rstd, stat(g[1]), stat(g[2]), {2}, len);
+    out[0] = ops.view(gx, sizes_of(x));
+  }
+  if (ctx.needs_input_grad(1)) out[1] = ops.sum_dims(ops.mul(channels(g[0]), channels(xhat)), {0, 2}, false);
+  if (ctx.needs_input_grad(2)) out[2] = ops.sum_dims(channels(g[0]), {0, 2}, false);
+  return out;
+}
+
+// ---- batch norm (inference) ----
+
+DType plan_batch_norm(std::string_view op, const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias,
+                      const Tensor& running_mean, const Tensor& running_var) {
+  const MaybeTensor rm(running_mean), rv(running_var);
+  const DType stat = parameter_dtype(
+      op, input, {{&weight, "weight"}, {&bias, "bias"}, {&rm, "running_mean"}, {&rv, "running_var"}});
+  OPCONFORM_CHECK(input.dim() >= 2, ErrorCode::kInvalidArgument, op,
+                  ": argument 'input' must have at least 2 dims (N, C, ...), got shape ", shape_string(input.sizes()));
+  const Ints channels{input.size(1)};
+  check_param_shape(op, weight, channels, "weight");
+  check_param_shape(op, bias, channels, "bias");
+  check_param_shape(op, rm, channels, "running_mean");
+  check_param_shape(op, rv, channels, "running_var");
+  return stat;
+}
+
+// The channel dim of every element of a contiguous tensor of these sizes.
+int64_t channel_of(int64_t flat, const Ints& sizes) { return flat / product(sizes, 2) % sizes[1]; }
+
+// Non-channel dims (0, 2, 3, ...) and the shape [1, C, 1, ...] a per-channel parameter broadcasts as.
+Ints non_channel_dims(int64_t rank) {
+  Ints dims{0};
+  for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
+  return dims;
+}
+Ints channel_shape(const Tensor& input) {
+  Ints s(static_cast<size_t>(input.dim()), 1);
+  s[1] = input.size(1);
+  return s;
+}
+
+Grads batch_norm_backward(const Ops& ops, autograd::AutogradContext& ctx, const Grads& g) {
+  const auto saved = ctx.saved_tensors();  // input, [weight], [bias], running_mean, running_var
+  const Tensor& x = saved[0];
+  const bool has_weight = ctx.get("has_weight").to_bool(), has_bias = ctx.get("has_bias").to_bool();
+  const size_t stats = 1 + has_weight + has_bias;
+  const double eps = ctx.get("arg6").to_double();
+  const Ints shape = channel_shape(x), dims = non_channel_dims(x.dim());
+  auto per_channel = [&](const Tensor& t) { return reshape(ops, t, shape); };
+  const Tensor mean = per_channel(saved[stats]);
+  const Tensor inv_std = ops.tensor("aten::rsqrt", {ops.add(per_channel(saved[stats + 1]), eps)});
+  Tensor xhat = ops.mul(ops.sub(x, mean), inv_std);
+  Tensor gxhat = has_weight ? ops.mul(g[0], per_channel(saved[1])) : g[0];
+  Tensor gx = ops.mul(gxhat, inv_std);
+  Grads out(7);
+  if (ctx.needs_input_grad(0)) out[0] = gx;
+  if (ctx.needs_input_grad(1)) out[1] = ops.sum_dims(ops.mul(g[0], xhat), dims, false);
+  if (ctx.needs_input_grad(2)) out[2] = ops.sum_dims(g[0], dims, false);
+  // d/d running_mean = -sum(g w / s); d/d running_var = -sum(g w x̂) / (2 (var + eps))
+  if (ctx.needs_input_grad(3)) out[3] = ops.neg(ops.sum_dims(gx, dims, false));
+  if (ctx.needs_input_grad(4)) {
+    Tensor scaled = ops.mul(ops.mul(gxhat, xhat), ops.mul(ops.mul(inv_std, inv_std), -0.5));
+    out[4] = ops.sum_dims(scaled, dims, false);
+  }
+  return out;
+}
+
+// setup_context for the norms: tensor inputs and outputs saved, which optional parameters were
+// given, and the non-tensor arguments as "arg<i>".
+void save_norm_context(autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs,
+                       const std::vector<std::pair<size_t, const char*>>& optional_params) {
+  save_inputs_and_outputs(ctx, inputs, outputs);
+  for (const auto& [i, key] : optional_params) ctx.set(key, IValue(!inputs[i].is_none()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].is_tensor() && !inputs[i].is_none()) ctx.set("arg" + std::to_string(i), inputs[i]);
+}
+
+// ---- dropout ----
+
+bool is_training(const std::optional<bool>& train) { return !train || *train; }
+
+// The layouts PyTorch gives dropout's results: in training, output = input * mask (TensorIterator
+// order of the input and the contiguous mask) and a contiguous mask; in eval, clones of the input.
+std::pair<Tensor, Tensor> empty_dropout_results(std::string_view op, const Tensor& input, double p,
+                                                const std::optional<bool>& train) {
+  require_floating(op, input, "input");
+  const Ints sizes = sizes_of(input);
+  if (is_training(train)) {
+    OPCONFORM_CHECK(p >= 0 && p <= 1, ErrorCode::kInvalidArgument, op, ": argument 'p' must be in [0, 1], got ", p);
+    Tensor mask = empty(sizes, TensorOptions(DType::Bool, input.device()));
+    return {empty_elementwise({input, mask}, input.dtype(), op), mask};
+  }
+  const Ints strides = input.is_non_overlapping_and_dense() ? Ints(input.strides().begin(), input.strides().end())
+                                                             : contiguous_strides(sizes);
+  return {empty_strided(sizes, strides, input.options()), empty_strided(sizes, strides, TensorOptions(DType::Bool, input.device()))};
+}
+
+double dropout_scale(double p, const std::optional<bool>& train) {
+  if (!is_training(train)) return 1;
+  return p == 1 ? 0 : 1 / (1 - p);
+}
+
+// The mask: element k (row-major) is kept when the k-th uniform draw is below 1 - p.
+std::tuple<Tensor, Tensor> dropout_cpu(std::string_view op, const Tensor& input, double p, const std::optional<bool>& train) {
+  auto [out, mask] = empty_dropout_results(op, input, p, train);
+  const std::vector<double> x = input.to_vector<double>();
+  std::vector<double> y(x.size());
+  std::vector<bool> keep(x.size(), true);
+  const double scale = dropout_scale(p, train);
+  for (size_t k = 0; k < x.size(); ++k) {
+    if (is_training(train)) keep[k] = default_generator().uniform() < 1 - p;
+    y[k] = x[k] * (keep[k] ? 1.0 : 0.0) * scale;
+  }
+  const Ints sizes = sizes_of(input);
+  out.copy_(from_vector<double>(y, sizes));
+  Tensor kept = empty(sizes, TensorOptions(DType::Bool));
+  bool* flags = kept.mutable_data_ptr<bool>();
+  for (size_t k = 0; k < keep.size(); ++k) flags[k] = keep[k];
+  mask.copy_(kept);
+  return {out, mask};
+}
+
+// ---- sample builders ----
+
+IValue maybe_param(SampleDraw& draw, const Ints& sizes, DType d, const ValueConstraint& values = {}) {
+  return draw.coin(75) ? IValue(draw.tensor(sizes, d, values)) : IValue();
+}
+IValue draw_eps(SampleDraw& draw) { return IValue(draw.real(1e-5, 0.1)); }
+
+}  // namespace
+
+void register_normalization(Library& lib) {
+  Registry& r = lib.registry();
+  const std::string fam = "normalization";
+
+  {
+    OpBuilder b(lib,
+                "aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) "
+                "-> (Tensor, Tensor, Tensor)",
+                fam, "(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape; returns (out, mean, rstd)");
+    const std::string name = b.name();
+    b.cpu([name](const Tensor& input, const Ints& normalized, const MaybeTensor& weight, const MaybeTensor& bias,
+                 double eps) { return layer_norm_cpu(name, input, normalized, weight, bias, eps); })
+        .fake([name](const Tensor& input, const Ints& normalized, const MaybeTensor& weight, const MaybeTensor& bias,
+                     double) {
+          const LayerNormPlan p = plan_layer_norm(name, input, normalized, weight, bias);
+          const TensorOptions stats(p.stat_dtype, input.device());
+          return std::make_tuple(empty(input.sizes(), input.options()), empty(p.stat_sizes, stats), empty(p.stat_sizes, stats));
+        })
+        .autograd([ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) { return layer_norm_backward(ops, ctx, g); },
+                  [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
+                    save_norm_context(ctx, inputs, outputs, {{2, "has_weight"}});
+                    const Tensor& x = inputs[0].to_tensor();
+                    ctx.set("axis", IValue(x.dim() - static_cast<int64_t>(inputs[1].to<Ints>().size())));
+                  })
+        .samples([](SampleDraw& draw) {
+          const DType d = draw.dtype();
+          const Ints shape = draw.shape(1, 4);
+          const int64_t k = draw.integer(1, static_cast<int64_t>(shape.size()));
+          const Ints normalized(shape.end() - k, shape.end());
+          Tensor input = draw.tensor(shape, d);
+          return Stack{IValue(input), IValue(normalized), maybe_param(draw, normalized, d), maybe_param(draw, normalized, d),
+                       draw_eps(draw)};
+        })
+        .dtypes(kFloating);
+  }
+  {
+    OpBuilder b(lib,
+                "aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, "
+                "int group, float eps) -> (Tensor, Tensor, Tensor)",
+                fam, "normalizes each group of C/group channels of each sample, then per-channel weight and bias; "
+                     "returns (out, mean [N, group], rstd [N, group])");
+    const std::string name = b.name();
+    b.cpu([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, int64_t n, int64_t c,
+                 int64_t hxw, int64_t group, double eps) {
+       return group_norm_cpu(name, input, weight, bias, n, c, hxw, group, eps);
+     })
+        .fake([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, int64_t n, int64_t c,
+                     int64_t hxw, int64_t group, double) {
+          const GroupNormPlan p = plan_group_norm(name, input, weight, bias, n, c, hxw, group);
+          const TensorOptions stats(p.stat_dtype, input.device());
+          return std::make_tuple(empty(input.sizes(), input.options()), empty({n, group}, stats), empty({n, group}, stats));
+        })
+        .autograd([ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) { return group_norm_backward(ops, ctx, g); },
+                  [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
+                    save_norm_context(ctx, inputs, outputs, {{1, "has_weight"}});
+                  })
+        .samples([](SampleDraw& draw) {
+          const DType d = draw.dtype();
+          const int64_t n = draw.integer(1, 3), group = draw.integer(1, 3), c = group * draw.integer(1, 2);
+          const Ints spatial = draw.shape(0, 2);
+          Ints shape{n, c};
+          shape.insert(shape.end(), spatial.begin(), spatial.end());
+          Tensor input = draw.tensor(shape, d);
+          return Stack{IValue(input), maybe_param(draw, {c}, d), maybe_param(draw, {c}, d), IValue(n), IValue(c),
+                       IValue(product(spatial)), IValue(group), draw_eps(draw)};
+        })
+        .dtypes(kFloating);
+  }
+  {
+    OpBuilder b(lib,
+                "aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, "
+                "Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
+                fam, "(x - running_mean) / sqrt(running_var + eps) * weight + bias per channel (dim 1); "
+                     "the 2nd and 3rd results are empty, as PyTorch's");
+    const std::string name = b.name();
+    b.cpu([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, const Tensor& running_mean,
+                 const Tensor& running_var, double, double eps) {
+       const DType stat = plan_batch_norm(name, input, weight, bias, running_mean, running_var);
+       const Ints sizes = sizes_of(input);
+       const int64_t channels = sizes[1];
+       const std::vector<double> x = input.to_vector<double>(), mean = running_mean.to_vector<double>(),
+                                 var = running_var.to_vector<double>();
+       const std::vector<double> w = values_or(weight, channels, 1), bb = values_or(bias, channels, 0);
+       std::vector<double> y(x.size());
+       for (size_t k = 0; k < x.size(); ++k) {
+         const int64_t ch = channel_of(static_cast<int64_t>(k), sizes);
+         y[k] = (x[k] - mean[ch]) / std::sqrt(var[ch] + eps) * w[ch] + bb[ch];
+       }
+       const TensorOptions stats(stat, input.device());
+       return std::make_tuple(make(y, sizes, input.dtype()), empty({0}, stats), empty({0}, stats));
+     })
+        .fake([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, const Tensor& running_mean,
+                     const Tensor& running_var, double, double) {
+          const TensorOptions stats(plan_batch_norm(name, input, weight, bias, running_mean, running_var), input.device());
+          return std::make_tuple(empty(input.sizes(), input.options()), empty({0}, stats), empty({0}, stats));
+        })
+        .autograd([ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) { return batch_norm_backward(ops, ctx, g); },
+                  [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
+                    save_norm_context(ctx, inputs, {}, {{1, "has_weight"}, {2, "has_bias"}});
+                  })
+        .samples([](SampleDraw& draw) {
+          const DType d = draw.dtype();
+          const Ints shape = draw.shape(2, 4);
+          const Ints channels{shape[1]};
+          ValueConstraint positive;
+          positive.min = 0.1;
+          Tensor input = draw.tensor(shape, d);
+          IValue weight = maybe_param(draw, channels, d), bias = maybe_param(draw, channels, d);
+          Tensor mean = draw.tensor(channels, d), var = draw.tensor(channels, d, positive);
+          return Stack{IValue(input), weight, bias, IValue(mean), IValue(var), IValue(draw.real(0, 1)), draw_eps(draw)};
+        })
+        .dtypes(kFloating);
+  }
+  {
+    OpBuilder b(lib, "aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)", fam,
+                "training (train None or true): zeroes each element with probability p (default generator) and scales "
+                "the rest by 1/(1-p); returns (output, bool mask); eval: (input copy, all-true mask)",
+                {Tag::nondeterministic_seeded});
+    const std::string name = b.name();
+    b.cpu([name](const Tensor& input, double p, const std::optional<bool>& train) { return dropout_cpu(name, input, p, train); })
+        .fake([name](const Tensor& input, double p, const std::optional<bool>& train) {
+          auto [out, mask] = empty_dropout_results(name, input, p, train);
+          return std::make_tuple(out, mask);
+        })
+        .autograd(
+            [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
+              const Tensor mask = ctx.saved_tensors()[0];
+              return {ops.mul(ops.mul(g[0], mask), ctx.get("scale").to_double()), Tensor(), Tensor()};
+            },
+            [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
+              ctx.save_for_backward({outputs[1].to_tensor()});
+              ctx.set("scale", IValue(dropout_scale(inputs[1].to_double(), inputs[2].to<std::optional<bool>>())));
+            })
+        .vmap([ops = Ops(r), name](const VmapInfo& info, const Stack& inputs,
+                                   const std::vector<std::optional<int64_t>>& in_dims) {
+          // As functorch: random in training needs randomness "different" (each sample its own
+          // mask: the op on the whole batch) or "same" (one mask, broadcast over the batch).
+          Tensor x = move_batch_dim(inputs[0].to_tensor(), in_dims[0], 0, info.batch_size);
+          const bool training = is_training(inputs[2].to<std::optional<bool>>());
+          OPCONFORM_CHECK(!training || info.randomness != Randomness::Error, ErrorCode::kInvalidArgument, name,
+                          ": called in training mode under vmap with randomness='error'; use 'same' or 'different'");
+          Stack results;
+          if (training && info.randomness == Randomness::Same) {
+            Ints sample_sizes(x.sizes().begin() + 1, x.sizes().end());
+            Tensor ones_sample = ops.tensor("aten::full", {IValue(sample_sizes), IValue(1.0), IValue(x.dtype()), IValue(),
+                                                           IValue(x.device())});
+            Stack one = ops.call(name, {IValue(ones_sample), inputs[1], inputs[2]});
+            Tensor mask = one[1].to_tensor();
+            Tensor out = ops.mul(ops.mul(x, mask), dropout_scale(inputs[1].to_double(), true));
+            Ints batched_sizes(x.sizes().begin(), x.sizes().end());
+            results = {IValue(out), IValue(ops.expand(ops.tensor("aten::unsqueeze", {mask, IValue(int64_t{0})}), batched_sizes))};
+          } else {
+            results = ops.call(name, {IValue(x), inputs[1], inputs[2]});
+          }
+          return std::make_pair(results, std::vector<std::optional<int64_t>>{int64_t{0}, int64_t{0}});
+        })
+        .samples([](SampleDraw& draw) {
+          Tensor input = draw.tensor(draw.shape(0, 4), draw.dtype());
+          const int64_t kind = draw.integer(0, 3);
+          const double p = kind == 1 ? 0.0 : kind == 2 ? 1.0 : draw.real(0, 1);
+          const int64_t mode = draw.integer(0, 2);
+          return Stack{IValue(input), IValue(p), mode == 0 ? IValue() : IValue(mode == 1)};
+        })
+        .dtypes(kFloating);
+  }
+}
+
+}  // namespace opconform::reference

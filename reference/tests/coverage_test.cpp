@@ -1,0 +1,77 @@
+// The reference's claims about the Core ATen opset: schema strings identical to PyTorch's, at
+// least 100 operators, every family represented, and docs/reference.md up to date.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "opconform/reference.h"
+#include "opconform/reference/coverage.h"
+
+namespace opconform::reference {
+namespace {
+
+std::vector<OpInfo> infos() {
+  static Registry registry;
+  static ReferenceRegistration registration = register_reference_ops(registry);
+  return reference_op_infos();
+}
+
+std::vector<CoreAtenOp> opset() { return read_core_aten_opset(default_core_aten_opset_path()); }
+
+TEST(Coverage, SchemasAreExactlyPyTorchs) {
+  EXPECT_THAT(schema_mismatches(opset(), infos()), ::testing::IsEmpty());
+}
+
+TEST(Coverage, AtLeastOneHundredCoreAtenOperatorsInEveryFamily) {
+  std::set<std::string> core;
+  for (const auto& op : opset()) core.insert(op.name);
+  int implemented = 0;
+  std::set<std::string> families;
+  for (const auto& i : infos()) {
+    implemented += core.count(i.name);
+    families.insert(i.family);
+  }
+  EXPECT_GE(implemented, 100);
+  EXPECT_THAT(families, ::testing::IsSupersetOf({"elementwise_unary", "elementwise_binary", "activation",
+                                                 "normalization", "reduction", "linear_algebra", "convolution_pooling",
+                                                 "indexing", "shape", "creation", "sorting"}));
+}
+
+TEST(Coverage, EveryOpHasEveryPartItNeeds) {
+  for (const auto& i : infos()) {
+    SCOPED_TRACE(i.name);
+    EXPECT_TRUE(i.cpu);
+    EXPECT_TRUE(i.fake);
+    EXPECT_FALSE(i.doc.empty());
+    EXPECT_FALSE(i.dtypes.empty());
+    for (const auto& t : i.tolerances) EXPECT_FALSE(t.reason.empty());
+  }
+}
+
+TEST(Coverage, TheGeneratedPageIsUpToDate) {
+  std::ifstream in(std::string(OPCONFORM_SOURCE_DIR) + "/docs/reference.md");
+  ASSERT_TRUE(in.good()) << "docs/reference.md is missing: run opconform_reference_list --markdown docs/reference.md";
+  std::stringstream committed;
+  committed << in.rdbuf();
+  EXPECT_EQ(committed.str(), format_coverage_markdown(opset(), infos()))
+      << "docs/reference.md is out of date: run build/default/reference/opconform_reference_list --markdown "
+         "docs/reference.md";
+}
+
+TEST(Coverage, ReadingAMalformedTableIsAnErrorNamingTheFile) {
+  const std::string path = ::testing::TempDir() + "/bad_opset.tsv";
+  std::ofstream(path) << "# comment\naten::x no tab here\n";
+  try {
+    read_core_aten_opset(path);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("bad_opset.tsv:2"));
+  }
+  EXPECT_THROW(read_core_aten_opset(path + ".missing"), Error);
+}
+
+}  // namespace
+}  // namespace opconform::reference
