@@ -4,6 +4,8 @@
 
 namespace opconform::conformance {
 
+using opconform::detail::concat;
+
 std::vector<std::string> default_test_utils() {
   return {"test_schema", "test_autograd_registration", "test_faketensor"};
 }
@@ -37,33 +39,63 @@ OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samp
   return results;
 }
 
+// Note [Generate once, shrink per check]: the samples are generated once and every check runs on
+// each of them (generation is most of the cost of a passing run, and it is the same for every
+// check). Only a check that fails somewhere searches again with find_failure, which shrinks its
+// failure to a minimal sample and gives the replay line; should that search not meet the
+// failure again, the sample found first is reported as it is.
 OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, const OpcheckOptions& options,
                        Registry& registry) {
   ToleranceSpec tolerance{options.atol, options.rtol};
+  std::vector<const Check*> checks;
+  for (const auto& name : options.test_utils) checks.push_back(&check_named(name));  // throws for unknown names
+  GenerateSpec spec = generated;
+  spec.seed = resolve_seed(generated);  // one seed for the first pass and the searches
+  const std::vector<Sample> samples = generate_samples(op.schema(), op.name(), spec);
+
   OpcheckResults results;
-  for (const auto& name : options.test_utils) {
-    const Check& check = check_named(name);
-    std::optional<CheckResult> last_skip;
-    bool ran = false;
-    auto property = [&](const Sample& sample) {
+  for (size_t c = 0; c < checks.size(); ++c) {
+    const std::string& name = options.test_utils[c];
+    auto run = [&](const Sample& sample) {
       CheckContext ctx{op, sample, tolerance, registry};
-      CheckResult r = check.run(ctx);
+      CheckResult r;
+      try {
+        r = checks[c]->run(ctx);
+      } catch (const std::exception& e) {
+        r = CheckResult{name, Outcome::failed, "check '" + name + "' on '" + op.name() + "' threw: " + e.what(), "", {}};
+      }
       if (r.check.empty()) r.check = name;
-      if (r.outcome == Outcome::skipped) last_skip = r;
-      else ran = true;
       return r;
     };
-    auto failure = find_failure(op.schema(), op.name(), property, generated);
-    if (failure) {
-      CheckResult r = failure->result;
+    std::optional<CheckResult> last_skip, first_failure;
+    bool ran = false;
+    for (const Sample& sample : samples) {
+      CheckResult r = run(sample);
+      if (r.outcome == Outcome::skipped) {
+        last_skip = r;
+        continue;
+      }
+      ran = true;
+      if (r.outcome == Outcome::failed || r.outcome == Outcome::crashed) {
+        r.minimal_input = description_of(sample, op.schema());
+        first_failure = r;
+        break;
+      }
+    }
+    if (first_failure) {
+      auto shrunk = find_failure(op.schema(), op.name(), run, spec);
+      CheckResult r = shrunk ? shrunk->result : *first_failure;
       r.check = name;
-      if (r.repro.empty()) r.repro = failure->replay;
+      if (r.repro.empty()) {
+        r.repro = concat("OPCONFORM_SEED=", spec.seed, " ",
+                         spec.replay_command.empty() ? program_path() : spec.replay_command);
+      }
       results[name] = r;
     } else if (!ran && last_skip) {
       results[name] = *last_skip;
     } else {
       results[name] = CheckResult{name, Outcome::passed,
-                                  "passed on " + std::to_string(generated.count) + " generated samples", "", {}};
+                                  "passed on " + std::to_string(samples.size()) + " generated samples", "", {}};
     }
   }
   if (options.raise_exception && !all_ok(results)) {

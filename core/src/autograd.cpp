@@ -818,6 +818,24 @@ Library& register_autograd(Library& lib, std::string_view op_name, BackwardFn ba
 
 KernelFunction not_implemented_autograd_kernel() { return autograd_kernel(nullptr); }
 
+KernelFunction refuse_autograd_kernel(std::string reason) {
+  return KernelFunction::from_boxed([reason = std::move(reason)](const OperatorHandle& op, DispatchKeySet keys,
+                                                                  Stack& stack) {
+    const auto& arguments = op.schema().arguments;
+    const size_t base = stack.size() - arguments.size();
+    for (size_t i = base; i < stack.size() && GradMode::is_enabled(); ++i) {
+      bool needs_grad = false;
+      internal::for_each_tensor(stack[i], [&](const Tensor& t) {
+        needs_grad = needs_grad || internal::tensor_requires_grad(t);
+      });
+      OPCONFORM_CHECK(!needs_grad, ErrorCode::kNotImplemented, "'", op.name(), "' ", reason, ": argument '",
+                      arguments[i - base].name, "' requires grad");
+    }
+    ExcludeDispatchKeyGuard below(kAutogradKeys);
+    op.redispatch_boxed(keys - kAutogradKeys, stack);
+  });
+}
+
 RegistrationHandle install_autograd_fallback(Registry& registry) {
   auto handles = std::make_shared<std::vector<RegistrationHandle>>();
   KernelFunction kernel = not_implemented_autograd_kernel();

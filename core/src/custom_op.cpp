@@ -74,30 +74,6 @@ KernelFunction backend_select_kernel(size_t device_index, size_t num_arguments) 
   });
 }
 
-// Tag::out ops refuse autograd, like built-in out= ops.
-KernelFunction refuse_autograd_kernel(std::string op_name) {
-  return KernelFunction::from_boxed([op_name](const OperatorHandle& op, DispatchKeySet keys, Stack& stack) {
-    if (autograd::GradMode::is_enabled()) {
-      size_t n = op.schema().arguments.size();
-      for (size_t i = stack.size() - n; i < stack.size(); ++i) {
-        bool needs_grad = false;
-        if (stack[i].is_tensor()) needs_grad = stack[i].to_tensor().defined() && stack[i].to_tensor().requires_grad();
-        if (stack[i].is_tensor_list()) {
-          for (const auto& t : stack[i].to_tensor_list()) needs_grad = needs_grad || t.requires_grad();
-        }
-        if (needs_grad) {
-          throw Error(ErrorCode::kNotImplemented,
-                      "'" + op_name + "' is an out= operator (Tag::out) and does not support automatic "
-                      "differentiation: argument '" + op.schema().arguments[i - (stack.size() - n)].name +
-                      "' requires grad. Call it under NoGradGuard, or use the functional variant.");
-        }
-      }
-    }
-    ExcludeDispatchKeyGuard no_autograd(runtime_keys_of(DispatchKey::Autograd));
-    op.redispatch_boxed(keys - runtime_keys_of(DispatchKey::Autograd), stack);
-  });
-}
-
 // The fake kernel the schema alone determines: inplace returns its first argument, out= its
 // out arguments, a mutable op returning nothing returns nothing.
 std::optional<KernelFunction> automatic_fake_kernel(const FunctionSchema& s, const std::vector<Tag>& tags) {
@@ -235,9 +211,9 @@ std::shared_ptr<CustomOpState> define_custom_op(std::string name, FunctionSchema
   // What every custom op gets, whatever its function type (Note [Custom op aliasing]); these
   // registrations are the custom_op call's, so they carry its location.
   bool out = std::find(options.tags.begin(), options.tags.end(), Tag::out) != options.tags.end();
-  state->library.impl(name,
-                      state->wrap_autograd(out ? refuse_autograd_kernel(name) : autograd::not_implemented_autograd_kernel()),
-                      DispatchKey::Autograd, {}, loc);
+  KernelFunction autograd_kernel = out ? autograd::refuse_autograd_kernel(std::string(autograd::kOutOperatorReason))
+                                       : autograd::not_implemented_autograd_kernel();
+  state->library.impl(name, state->wrap_autograd(std::move(autograd_kernel)), DispatchKey::Autograd, {}, loc);
   if (auto fake = automatic_fake_kernel(schema, options.tags)) {
     state->library.impl(name, wrap_fake_kernel(*fake), DispatchKey::Fake, {}, loc);
   }

@@ -4,6 +4,28 @@
 #include <vector>
 
 namespace opconform {
+namespace {
+
+// PyTorch's ScalarType numbering (c10/core/ScalarType.h) for the dtypes there are here.
+std::optional<DType> dtype_of_scalar_type_number(int64_t n) {
+  switch (n) {
+    case 0: return DType::UInt8;
+    case 1: return DType::Int8;
+    case 2: return DType::Int16;
+    case 3: return DType::Int32;
+    case 4: return DType::Int64;
+    case 5: return DType::Float16;
+    case 6: return DType::Float32;
+    case 7: return DType::Float64;
+    case 9: return DType::Complex64;
+    case 10: return DType::Complex128;
+    case 11: return DType::Bool;
+    case 15: return DType::BFloat16;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
 
 std::optional<IValue> default_ivalue(const Argument& a) {
   if (!a.default_value) return std::nullopt;
@@ -16,7 +38,10 @@ std::optional<IValue> default_ivalue(const Argument& a) {
       if (base == TypeKind::kFloat) return IValue(static_cast<double>(std::get<int64_t>(d.value)));
       if (base == TypeKind::kInt || base == TypeKind::kSymInt || base == TypeKind::kScalar)
         return IValue(std::get<int64_t>(d.value));
-      return std::nullopt;  // ScalarType/Layout by number: PyTorch's numbering, not ours
+      if (base == TypeKind::kScalarType) {  // "ScalarType? dtype=4": PyTorch's enum number
+        if (auto dtype = dtype_of_scalar_type_number(std::get<int64_t>(d.value))) return IValue(*dtype);
+      }
+      return std::nullopt;  // a Layout by number, or a ScalarType with no DType here
     case DefaultKind::kFloat: return IValue(std::get<double>(d.value));
     case DefaultKind::kIntList: return IValue(std::get<std::vector<int64_t>>(d.value));
     case DefaultKind::kFloatList: return IValue(std::get<std::vector<double>>(d.value));

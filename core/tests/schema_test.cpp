@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "opconform/core/default_value.h"
 #include "opconform/core/error.h"
 
 namespace opconform {
@@ -342,6 +343,33 @@ TEST(SchemaDefaults, Classification) {
     EXPECT_EQ(d.kind, DefaultKind::kEnumIdentifier) << text;
     EXPECT_EQ(std::get<std::string>(d.value), d.text);
   }
+}
+
+// default_ivalue: the value a call that leaves the argument out passes.
+TEST(SchemaDefaults, IValuesOfDefaults) {
+  auto value = [](const std::string& argument) { return default_ivalue(parse_argument(argument)); };
+  // PyTorch prints a ScalarType default as its enum number (randperm's "ScalarType? dtype=4").
+  const std::vector<std::pair<int, DType>> numbers = {
+      {0, DType::UInt8},   {1, DType::Int8},      {2, DType::Int16},       {3, DType::Int32},
+      {4, DType::Int64},   {5, DType::Float16},   {6, DType::Float32},     {7, DType::Float64},
+      {9, DType::Complex64}, {10, DType::Complex128}, {11, DType::Bool}, {15, DType::BFloat16}};
+  for (const auto& [number, dtype] : numbers) {
+    for (const char* type : {"ScalarType?", "ScalarType"}) {
+      const std::string argument = std::string(type) + " dtype=" + std::to_string(number);
+      const auto v = value(argument);
+      ASSERT_TRUE(v && v->get_if<DType>()) << argument;
+      EXPECT_EQ(*v->get_if<DType>(), dtype) << argument;
+    }
+  }
+  // Numbers with no DType here (8 ComplexHalf, 12 QInt8) and a Layout by number have no value.
+  EXPECT_FALSE(value("ScalarType? dtype=8"));
+  EXPECT_FALSE(value("ScalarType? dtype=12"));
+  EXPECT_FALSE(value("Layout? layout=0"));
+  // The same number stays a number for an int; None stays None.
+  ASSERT_TRUE(value("int x=4"));
+  EXPECT_EQ(value("int x=4")->to_int(), 4);
+  ASSERT_TRUE(value("ScalarType? dtype=None"));
+  EXPECT_TRUE(value("ScalarType? dtype=None")->is_none());
 }
 
 TEST(SchemaDefaults, MismatchedKindsAreRejected) {

@@ -587,6 +587,24 @@ TEST(TensorCopy, WritingIntoAnExpandedTensorIsAnError) {
   EXPECT_EQ(vec(empty_expanded.clone().sizes()), (V{2, 0}));
 }
 
+TEST(TensorCopy, AnEmptyCopyReadsNothing) {
+  // An empty destination needs no data from the source: a meta or fake source is fine, also for
+  // a fake destination whose zero-byte storage counts as holding data.
+  const Tensor meta_one = make_metadata_tensor(V{1}, V{1}, DType::Float32, Device::meta());
+  const Tensor fake_row =
+      make_metadata_tensor(V{1, 3}, V{3, 1}, DType::Float32, Device::cpu(), DispatchKeySet(DispatchKey::Fake));
+  Tensor real_empty = zeros({0});
+  EXPECT_NO_THROW(real_empty.copy_(meta_one));  // [1] broadcast to [0]
+  Tensor fake_empty =
+      make_metadata_tensor(V{0, 3}, V{3, 1}, DType::Float32, Device::cpu(), DispatchKeySet(DispatchKey::Fake));
+  EXPECT_FALSE(fake_empty.is_meta_data());
+  EXPECT_NO_THROW(fake_empty.copy_(fake_row));
+  EXPECT_NO_THROW(fake_empty.copy_(fake_row.slice(0, 0, 0)));
+  // A destination with elements still needs the source's data, and shapes must still broadcast.
+  EXPECT_EQ(error_of([&] { zeros({1}).copy_(meta_one); }).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_of([&] { zeros({0}).copy_(fake_row.expand({2, 3})); }).code(), ErrorCode::kInvalidArgument);
+}
+
 TEST(TensorCopy, FillAndTo) {
   Tensor x = zeros({2, 3}, DType::Int8);
   x.fill_(300);  // integral to integral wraps

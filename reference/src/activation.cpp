@@ -24,39 +24,7 @@ using conformance::ValueConstraint;
 using Grads = std::vector<Tensor>;
 using Bound = std::optional<Scalar>;
 
-void require_dtype(std::string_view op, const Tensor& t, const std::vector<DType>& allowed,
-                   std::string_view arg = "self") {
-  const bool ok = std::find(allowed.begin(), allowed.end(), t.dtype()) != allowed.end();
-  OPCONFORM_CHECK(ok, ErrorCode::kNotImplemented, op, ": argument '", arg, "' has dtype ", name(t.dtype()),
-                  ", which the operator does not support");
-}
-
-template <typename W>
-bool is_nan(W v) {
-  return v != v;  // false for integers
-}
-
 // ---- scalars: PyTorch converts a bound to the computation's dtype with an overflow check ----
-
-double max_finite(DType d) {
-  switch (d) {
-    case DType::Float16: return 65504.0;
-    case DType::BFloat16: return 3.3895313892515355e38;
-    case DType::Float32: return std::numeric_limits<float>::max();
-    default: return std::numeric_limits<double>::max();
-  }
-}
-
-std::pair<int64_t, int64_t> integer_range(DType d) {
-  switch (d) {
-    case DType::Bool: return {0, 1};
-    case DType::UInt8: return {0, 255};
-    case DType::Int8: return {-128, 127};
-    case DType::Int16: return {-32768, 32767};
-    case DType::Int32: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
-    default: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
-  }
-}
 
 void check_scalar_fits(std::string_view op, std::string_view arg, const Scalar& s, DType d) {
   OPCONFORM_CHECK(!s.is_complex(), ErrorCode::kInvalidArgument, op, ": argument '", arg,
@@ -112,7 +80,7 @@ Tensor relu_values(std::string_view op, const Tensor& self) {
                                  [](auto v) -> decltype(v) { return is_nan(v) || v > 0 ? v : 0; });
 }
 
-// ---- out= and in-place plumbing ----
+// ---- out= ----
 
 // An out= kernel writes the result into `out`, converting its dtype when `same_dtype` is false
 // (PyTorch resizes an out of another shape; this reference requires the result's shape).
@@ -127,50 +95,21 @@ void check_out(std::string_view op, const Tensor& result_meta, const Tensor& out
                   out.device().to_string(), " but the result is on ", result_meta.device().to_string());
 }
 
-// out= operators do not support autograd (as PyTorch): with grad mode on and an argument that
-// requires grad the call is refused; otherwise it runs below the autograd keys.
-KernelFunction refuse_autograd_kernel(std::string op) {
-  return KernelFunction::from_boxed([op](const OperatorHandle& handle, DispatchKeySet keys, Stack& stack) {
-    const auto& args = handle.schema().arguments;
-    const size_t base = stack.size() - std::min(stack.size(), args.size());
-    for (size_t i = 0; base + i < stack.size() && autograd::GradMode::is_enabled(); ++i) {
-      const IValue& v = stack[base + i];
-      OPCONFORM_CHECK(!(v.is_tensor() && v.to_tensor().requires_grad()), ErrorCode::kNotImplemented, op,
-                      ": out= operators do not support automatic differentiation, but argument '", args[i].name,
-                      "' requires grad");
-    }
-    ExcludeDispatchKeyGuard no_autograd(runtime_keys_of(DispatchKey::Autograd));
-    handle.redispatch_boxed(keys - runtime_keys_of(DispatchKey::Autograd), stack);
-  });
-}
-
-// clamp_'s formula needs self from before the call, which setup_context (run after it) no
-// longer sees: the Autograd kernel keeps a copy here, setup_context takes it.
-thread_local std::vector<Tensor> clamp_inplace_originals;
-
 // ---- formulas ----
 
-// A 0-d zero of g's dtype and device (broadcasts in where).
-Tensor zero_like_scalar(const Ops& ops, const Tensor& g) {
-  return ops.tensor("aten::full",
-                    {IValue(std::vector<int64_t>{}), IValue(int64_t{0}), IValue(g.dtype()), IValue(), IValue(g.device())});
-}
 // where(cond, g, 0)
-Tensor keep_where(const Ops& ops, const Tensor& cond, const Tensor& g) { return ops.where(cond, g, zero_like_scalar(ops, g)); }
+Tensor keep_where(const Ops& ops, const Tensor& cond, const Tensor& g) { return ops.where(cond, g, ops.scalar_like(0, g)); }
 Tensor compare(const Ops& ops, std::string_view op, const Tensor& x, const Scalar& s) { return ops.tensor(op, {x, s}); }
 Tensor logical_and(const Ops& ops, const Tensor& a, const Tensor& b) { return ops.tensor("aten::logical_and", {a, b}); }
 
-// setup_context that saves the tensor inputs and keeps the non-tensor arguments as attributes
-// "arg<i>" (scalars, dims, strings).
+Bound as_bound(const IValue& v) { return v.is_none() ? Bound() : Bound(v.to_scalar()); }
+
+// setup_context that saves the tensor inputs and outputs and keeps the other arguments.
 void save_inputs_and_arguments(autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
   save_inputs_and_outputs(ctx, inputs, outputs);
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (!inputs[i].is_tensor()) ctx.set("arg" + std::to_string(i), inputs[i]);
+  save_arguments(ctx, inputs);
 }
-Bound bound_arg(const autograd::AutogradContext& ctx, size_t i) {
-  const IValue& v = ctx.get("arg" + std::to_string(i));
-  return v.is_none() ? Bound() : Bound(v.to_scalar());
-}
+Bound bound_arg(const autograd::AutogradContext& ctx, size_t i) { return as_bound(saved_argument(ctx, i)); }
 
 // d/dx clamp(x, min, max) = 1 where min <= x <= max (the subgradient 1 at the bounds, as PyTorch).
 Tensor clamp_backward(const Ops& ops, const Tensor& g, const Tensor& x, const Bound& min, const Bound& max) {
@@ -232,7 +171,7 @@ VmapRule softmax_vmap_rule(Registry& registry, std::string op) {
     const int64_t dim = wrap_dim(inputs[1].to_int(), logical_rank, op);
     Tensor y;
     if (logical_rank == 0) {  // a 0-d sample: one slice of size 1
-      Tensor column = ops.tensor("aten::unsqueeze", {x, IValue(int64_t{1})});
+      Tensor column = ops.unsqueeze(x, 1);
       y = ops.view(ops.tensor(op, {column, IValue(int64_t{1}), inputs[2]}), {info.batch_size});
     } else {
       y = ops.tensor(op, {x, IValue(dim + 1), inputs[2]});
@@ -288,13 +227,10 @@ Stack draw_clamp_args(SampleDraw& draw, bool mutable_self) {
   return {IValue(self), min, max};
 }
 
-Bound as_bound(const IValue& v) { return v.is_none() ? Bound() : Bound(v.to_scalar()); }
-
 // self, dim, half_to_float=false (true is an error on CPU).
 Stack draw_softmax_args(SampleDraw& draw) {
   Tensor self = draw.tensor(draw.shape(0, 4), draw.dtype());
-  const int64_t rank = std::max<int64_t>(self.dim(), 1);
-  return {IValue(self), IValue(draw.integer(-rank, rank - 1)), IValue(false)};
+  return {IValue(self), IValue(draw_dim(draw, self.dim())), IValue(false)};
 }
 
 ArgConstraint scalar_in(double lo, double hi) {
@@ -366,7 +302,6 @@ void register_activation(Library& lib) {
           return Stack{IValue(self), IValue(draw.tensor(shape, draw.coin(20) ? DType::Float64 : d, {}, true))};
         })
         .dtypes(kReal);
-    lib.impl(name, refuse_autograd_kernel(name), DispatchKey::Autograd);
   }
 
   // ---- gelu ----
@@ -398,7 +333,7 @@ void register_activation(Library& lib) {
             [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
               const Tensor x = ctx.saved_tensors()[0];
               Tensor slope;
-              if (ctx.get("arg1").to_string_ref() == "tanh") {
+              if (saved_argument(ctx, 1).to_string_ref() == "tanh") {
                 // u = k (x + c x^3), y = x (1 + tanh u) / 2:  y' = (1 + t)/2 + x (1 - t^2) k (1 + 3c x^2) / 2
                 const double k = std::sqrt(2 / std::numbers::pi), c = 0.044715;
                 Tensor x2 = ops.mul(x, x);
@@ -442,7 +377,7 @@ void register_activation(Library& lib) {
         .autograd(
             [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
               const Tensor x = ctx.saved_tensors()[0];
-              const Scalar slope = ctx.get("arg1").to_scalar();
+              const Scalar slope = saved_argument(ctx, 1).to_scalar();
               return {ops.where(compare(ops, "aten::gt.Scalar", x, 0), g[0], ops.mul(g[0], slope)), Tensor()};
             },
             save_inputs_and_arguments)
@@ -526,8 +461,9 @@ void register_activation(Library& lib) {
         .autograd(
             [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
               const Tensor x = ctx.saved_tensors()[0];
-              const double a = ctx.get("arg1").to_scalar().to_double(), s = ctx.get("arg2").to_scalar().to_double(),
-                           is = ctx.get("arg3").to_scalar().to_double();
+              const double a = saved_argument(ctx, 1).to_scalar().to_double(),
+                           s = saved_argument(ctx, 2).to_scalar().to_double(),
+                           is = saved_argument(ctx, 3).to_scalar().to_double();
               Tensor negative = ops.mul(ops.mul(g[0], ops.tensor("aten::exp", {ops.mul(x, is)})), a * s * is);
               return {ops.where(compare(ops, "aten::le.Scalar", x, 0), negative, ops.mul(g[0], s)), Tensor(), Tensor(),
                       Tensor()};
@@ -560,12 +496,11 @@ void register_activation(Library& lib) {
         .samples([](SampleDraw& draw) { return draw_clamp_args(draw, false); })
         .dtypes(kReal);
   }
-  auto clamp_inplace_setup = [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
-    Tensor original = std::move(clamp_inplace_originals.back());
-    clamp_inplace_originals.pop_back();
+  // clamp_'s formula reads self from before the write.
+  auto clamp_inplace_setup = [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&,
+                                const Tensor& original) {
     ctx.save_for_backward({original});
-    ctx.set("arg1", inputs[1]);
-    ctx.set("arg2", inputs[2]);
+    save_arguments(ctx, inputs);
   };
   {
     OpBuilder b(lib, "aten::clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)", fam,
@@ -584,23 +519,8 @@ void register_activation(Library& lib) {
         .fake([check](const Tensor& self, const Bound& min, const Bound& max) {
           check(self, min, max);
           return self;
-        })
-        .autograd(clamp_formula, clamp_inplace_setup);
-    // Replaces the kernel just registered by one that copies self before the call.
-    KernelFunction recorded = autograd::make_autograd_kernel(clamp_formula, clamp_inplace_setup);
-    lib.impl(name,
-             KernelFunction::from_boxed([recorded, ops = Ops(r)](const OperatorHandle& op, DispatchKeySet keys, Stack& stack) {
-               const Tensor& self = stack[stack.size() - 3].to_tensor();
-               const bool records = autograd::GradMode::is_enabled() && self.requires_grad();
-               if (records) clamp_inplace_originals.push_back(ops.tensor("aten::clone", {self.detach()}));
-               try {
-                 recorded.call_boxed(op, keys, stack);
-               } catch (...) {  // thrown before setup_context took the copy
-                 if (records && !clamp_inplace_originals.empty()) clamp_inplace_originals.pop_back();
-                 throw;
-               }
-             }),
-             DispatchKey::Autograd);
+        });
+    b.autograd_kernel(inplace_autograd_kernel(r, clamp_formula, clamp_inplace_setup));
     b.samples([](SampleDraw& draw) { return draw_clamp_args(draw, true); })
         .dtypes(kReal);
   }
@@ -626,7 +546,6 @@ void register_activation(Library& lib) {
           return args;
         })
         .dtypes(kReal);
-    lib.impl(name, refuse_autograd_kernel(name), DispatchKey::Autograd);
   }
 
   // ---- clamp with tensor bounds ----
@@ -750,7 +669,7 @@ void register_activation(Library& lib) {
         .autograd(
             [ops = Ops(r), log](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
               const Tensor y = ctx.saved_tensors().back();
-              const std::vector<int64_t> dims{wrap_dim(ctx.get("arg1").to_int(), y.dim(), "softmax backward")};
+              const std::vector<int64_t> dims{wrap_dim(saved_argument(ctx, 1).to_int(), y.dim(), "softmax backward")};
               if (log) {  // g - exp(y) * sum(g)
                 return {ops.sub(g[0], ops.mul(ops.tensor("aten::exp", {y}), ops.sum_dims(g[0], dims, true))), Tensor(),
                         Tensor()};

@@ -1,8 +1,8 @@
 #include "opconform/reference/detail/calls.h"
 
-#include "opconform/core/default_value.h"
 #include <algorithm>
 
+#include "opconform/core/default_value.h"
 #include "opconform/core/error.h"
 
 namespace opconform::reference::detail {
@@ -20,9 +20,17 @@ Stack Ops::call(std::string_view op, Stack args) const {
   return args;
 }
 
+Tensor Ops::full(std::vector<int64_t> sizes, const Scalar& value, DType dtype, Device device) const {
+  return tensor("aten::full", {IValue(std::move(sizes)), IValue(value), IValue(dtype), IValue(), IValue(device)});
+}
+
 Tensor Ops::zeros_like(const Tensor& a) const {
-  return tensor("aten::full", {IValue(std::vector<int64_t>(a.sizes().begin(), a.sizes().end())), IValue(int64_t{0}),
-                               IValue(a.dtype()), IValue(), IValue(a.device())});
+  return full(std::vector<int64_t>(a.sizes().begin(), a.sizes().end()), int64_t{0}, a);
+}
+
+Tensor Ops::arange(int64_t n, Device device) const {
+  return tensor("aten::arange.start_step",
+                {IValue(int64_t{0}), IValue(n), IValue(int64_t{1}), IValue(DType::Int64), IValue(), IValue(device)});
 }
 
 Tensor Ops::sum_to(const Tensor& grad, IntArrayRef sizes) const {
@@ -34,6 +42,11 @@ Tensor Ops::sum_to(const Tensor& grad, IntArrayRef sizes) const {
   }
   Tensor summed = dims.empty() ? grad : sum_dims(grad, dims, /*keepdim=*/true);
   return view(summed, std::vector<int64_t>(sizes.begin(), sizes.end()));
+}
+
+Tensor Ops::reshape(const Tensor& a, std::vector<int64_t> sizes) const {
+  if (a.is_contiguous()) return view(a, std::move(sizes));
+  return view(tensor("aten::clone", {a, IValue(MemoryFormat::Contiguous)}), std::move(sizes));
 }
 
 Tensor Ops::to(const Tensor& a, DType dtype) const {

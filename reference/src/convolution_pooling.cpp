@@ -36,19 +36,6 @@ Ints concat(Ints a, const Ints& b) {
   return a;
 }
 
-// Calls f(index) for every multi-index of `sizes` in row-major order.
-template <typename F>
-void for_each_index(const Ints& sizes, F&& f) {
-  if (product(sizes) == 0) return;
-  Ints index(sizes.size(), 0);
-  while (true) {
-    f(index);
-    size_t d = sizes.size();
-    while (d > 0 && ++index[d - 1] == sizes[d - 1]) index[--d] = 0;
-    if (d == 0) return;
-  }
-}
-
 // The row-major offset of a multi-index.
 int64_t flat(const Ints& sizes, const Ints& index) {
   int64_t offset = 0;
@@ -58,11 +45,6 @@ int64_t flat(const Ints& sizes, const Ints& index) {
 
 // floor(a / b) for b > 0 (PyTorch's div_rtn).
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
-void require_floating(std::string_view op, const Tensor& t, std::string_view arg) {
-  OPCONFORM_CHECK(is_floating(t.dtype()), ErrorCode::kNotImplemented, op, ": argument '", arg, "' has dtype ",
-                  name(t.dtype()), "; the operator supports floating dtypes only");
-}
 
 // A list argument of one value per spatial dim, or a single value for all of them.
 Ints expand_list(std::string_view op, std::string_view arg, const Ints& v, size_t dims) {
@@ -80,23 +62,9 @@ void check_all(std::string_view op, std::string_view arg, const Ints& v, int64_t
 
 // ---- registry calls shared by the formulas ----
 
-Tensor contiguous(const Ops& ops, const Tensor& t) {
-  return t.is_contiguous() ? t : ops.tensor("aten::clone", {t, IValue(MemoryFormat::Contiguous)});
-}
-Tensor reshape(const Ops& ops, const Tensor& t, Ints sizes) { return ops.view(contiguous(ops, t), std::move(sizes)); }
-Tensor permute(const Ops& ops, const Tensor& t, Ints dims) { return ops.tensor("aten::permute", {t, IValue(std::move(dims))}); }
 Tensor narrow(const Ops& ops, const Tensor& t, int64_t dim, int64_t length) {
   if (t.size(dim) == length) return t;
   return ops.tensor("aten::slice.Tensor", {t, IValue(dim), IValue(int64_t{0}), IValue(length), IValue(int64_t{1})});
-}
-Tensor zeros_of(const Ops& ops, Ints sizes, const Tensor& like) {
-  return ops.tensor("aten::full", {IValue(std::move(sizes)), IValue(int64_t{0}), IValue(like.dtype()), IValue(), IValue(like.device())});
-}
-// The sum of g over every dim but 1 (the gradient of a per-channel bias).
-Tensor sum_but_channels(const Ops& ops, const Tensor& g) {
-  Ints dims{0};
-  for (int64_t d = 2; d < g.dim(); ++d) dims.push_back(d);
-  return ops.sum_dims(g, dims, false);
 }
 
 // ============================================================================ convolution
@@ -113,7 +81,7 @@ struct ConvPlan {
 ConvPlan plan_convolution(std::string_view op, const Tensor& input, const Tensor& weight, const MaybeTensor& bias,
                           const Ints& stride, const Ints& padding, const Ints& dilation, bool transposed,
                           const Ints& output_padding, int64_t groups) {
-  require_floating(op, input, "input");
+  require_dtype(op, input, kFloating, "input");
   OPCONFORM_CHECK(weight.dtype() == input.dtype(), ErrorCode::kInvalidArgument, op, ": argument 'weight' has dtype ",
                   name(weight.dtype()), " but 'input' has dtype ", name(input.dtype()), "; they must be the same");
   OPCONFORM_CHECK(!bias || bias->dtype() == input.dtype(), ErrorCode::kInvalidArgument, op, ": argument 'bias' has dtype ",
@@ -237,23 +205,23 @@ Tensor batch_correlation(const Ops& ops, const Tensor& a, const Tensor& b, const
   const Ints a_spatial = tail(sizes_of(a), 2), b_spatial = tail(sizes_of(b), 2);
   Ints rest;  // the spatial dims after the three leading ones
   for (size_t d = 0; d < a_spatial.size(); ++d) rest.push_back(static_cast<int64_t>(3 + d));
-  Tensor in = permute(ops, reshape(ops, a, concat({n, g, ca}, a_spatial)), concat({2, 1, 0}, rest));
-  in = reshape(ops, in, concat({ca, g * n}, a_spatial));
-  Tensor wt = permute(ops, reshape(ops, b, concat({n, g, cb}, b_spatial)), concat({1, 2, 0}, rest));
-  wt = reshape(ops, wt, concat({g * cb, n}, b_spatial));
+  Tensor in = ops.permute(ops.reshape(a, concat({n, g, ca}, a_spatial)), concat({2, 1, 0}, rest));
+  in = ops.reshape(in, concat({ca, g * n}, a_spatial));
+  Tensor wt = ops.permute(ops.reshape(b, concat({n, g, cb}, b_spatial)), concat({1, 2, 0}, rest));
+  wt = ops.reshape(wt, concat({g * cb, n}, b_spatial));
   Tensor r = call_convolution(ops, in, wt, p.dilation, p.padding, p.stride, false, Ints(a_spatial.size(), 0), g);
   for (size_t d = 0; d < p.kernel.size(); ++d) r = narrow(ops, r, static_cast<int64_t>(2 + d), p.kernel[d]);
   Ints swap{1, 0};
   for (size_t d = 0; d < p.kernel.size(); ++d) swap.push_back(static_cast<int64_t>(2 + d));
-  return permute(ops, r, swap);
+  return ops.permute(r, swap);
 }
 
 Grads convolution_backward(const Ops& ops, autograd::AutogradContext& ctx, const Grads& grads) {
   const auto saved = ctx.saved_tensors();  // input, weight
   const Tensor &x = saved[0], &w = saved[1], &g = grads[0];
-  const ConvPlan p = plan_convolution("aten::convolution", x, w, std::nullopt, ctx.get("arg3").to<Ints>(),
-                                      ctx.get("arg4").to<Ints>(), ctx.get("arg5").to<Ints>(), ctx.get("arg6").to_bool(),
-                                      ctx.get("arg7").to<Ints>(), ctx.get("arg8").to_int());
+  const ConvPlan p = plan_convolution("aten::convolution", x, w, std::nullopt, saved_argument(ctx, 3).to<Ints>(),
+                                      saved_argument(ctx, 4).to<Ints>(), saved_argument(ctx, 5).to<Ints>(), saved_argument(ctx, 6).to_bool(),
+                                      saved_argument(ctx, 7).to<Ints>(), saved_argument(ctx, 8).to_int());
   Grads out(9);
   if (ctx.needs_input_grad(0)) {
     if (!p.transposed) {
@@ -271,7 +239,7 @@ Grads convolution_backward(const Ops& ops, autograd::AutogradContext& ctx, const
     }
   }
   if (ctx.needs_input_grad(1)) out[1] = p.transposed ? batch_correlation(ops, g, x, p) : batch_correlation(ops, x, g, p);
-  if (ctx.needs_input_grad(2)) out[2] = sum_but_channels(ops, g);
+  if (ctx.needs_input_grad(2)) out[2] = ops.sum_dims(g, non_channel_dims(g.dim()), false);  // a per-channel bias
   return out;
 }
 
@@ -337,7 +305,7 @@ Ints pair_of(std::string_view op, std::string_view arg, const Ints& v) {
 
 PoolPlan plan_pool(std::string_view op, const Tensor& input, const Ints& kernel_size, const Ints& stride,
                    const Ints& padding, const Ints& dilation, bool ceil_mode) {
-  require_floating(op, input, "self");
+  require_dtype(op, input, kFloating, "self");
   const Ints sizes = sizes_of(input);
   bool non_empty = input.dim() == 3 || input.dim() == 4;
   for (int64_t d = input.dim() == 4 ? 1 : 0; non_empty && d < input.dim(); ++d) non_empty = sizes[d] > 0;
@@ -418,10 +386,10 @@ std::tuple<Tensor, Tensor> max_pool_cpu(const PoolPlan& p, const Tensor& input) 
 // equal to plane_size are dropped) and shapes the result as `sizes`.
 Tensor scatter_into_planes(const Ops& ops, const Tensor& src, const Tensor& index, int64_t planes, int64_t plane_size,
                            const Ints& sizes, bool has_dropped) {
-  Tensor zero = zeros_of(ops, {planes, plane_size + (has_dropped ? 1 : 0)}, src);
+  Tensor zero = ops.full({planes, plane_size + (has_dropped ? 1 : 0)}, int64_t{0}, src);
   Tensor summed = ops.tensor("aten::scatter_add", {zero, IValue(int64_t{1}), index, src});
   if (has_dropped) summed = narrow(ops, summed, 1, plane_size);
-  return reshape(ops, summed, sizes);
+  return ops.reshape(summed, sizes);
 }
 
 struct AvgPoolOptions {
@@ -486,8 +454,8 @@ Tensor avg_pool_backward(const Ops& ops, const Tensor& g, const PoolPlan& p, con
   for (int64_t c = 0; c < p.planes; ++c) all_planes.insert(all_planes.end(), index.begin(), index.end());
   Tensor idx = from_vector<int64_t>(all_planes, {p.planes, positions * cells}).to(g.device());
   Tensor coef = from_vector<double>(coefficient, {positions, cells}).to(g.dtype(), g.device());
-  Tensor spread = ops.mul(reshape(ops, g, {p.planes, positions, 1}), coef);  // [planes, positions, cells]
-  return scatter_into_planes(ops, reshape(ops, spread, {p.planes, positions * cells}), idx, p.planes, plane, input_sizes, true);
+  Tensor spread = ops.mul(ops.reshape(g, {p.planes, positions, 1}), coef);  // [planes, positions, cells]
+  return scatter_into_planes(ops, ops.reshape(spread, {p.planes, positions * cells}), idx, p.planes, plane, input_sizes, true);
 }
 
 // A 3-d or 4-d input whose planes fit the (dilated) kernel with padding <= kernel / 2.
@@ -538,10 +506,10 @@ void register_convolution_pooling(Library& lib) {
               plan_convolution(name, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
           return empty(p.out_sizes(), input.options());
         })
-        .autograd([ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) { return convolution_backward(ops, ctx, g); },
+        .autograd(with_ops(r, convolution_backward),
                   [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
                     ctx.save_for_backward({inputs[0].to_tensor(), inputs[1].to_tensor()});
-                    for (size_t i = 3; i < inputs.size(); ++i) ctx.set("arg" + std::to_string(i), inputs[i]);
+                    save_arguments(ctx, inputs);
                   })
         .samples(draw_convolution_args)
         .dtypes(kFloating);
@@ -568,27 +536,27 @@ void register_convolution_pooling(Library& lib) {
               // empty windows (constant -inf) pass none.
               const auto saved = ctx.saved_tensors();  // self, indices
               const Tensor &x = saved[0], &indices = saved[1];
-              const PoolPlan p = plan_pool(name, x, ctx.get("arg1").to<Ints>(), ctx.get("arg2").to<Ints>(),
-                                           ctx.get("arg3").to<Ints>(), ctx.get("arg4").to<Ints>(), ctx.get("arg5").to_bool());
+              const PoolPlan p = plan_pool(name, x, saved_argument(ctx, 1).to<Ints>(), saved_argument(ctx, 2).to<Ints>(),
+                                           saved_argument(ctx, 3).to<Ints>(), saved_argument(ctx, 4).to<Ints>(), saved_argument(ctx, 5).to_bool());
               const int64_t plane = p.height * p.width, positions = p.out_height * p.out_width;
               std::vector<bool> empty_windows;
               for (int64_t oh = 0; oh < p.out_height; ++oh)
                 for (int64_t ow = 0; ow < p.out_width; ++ow) empty_windows.push_back(max_window(p, oh, ow).empty());
-              Tensor index = reshape(ops, indices, {p.planes, positions});
+              Tensor index = ops.reshape(indices, {p.planes, positions});
               const bool any_empty = std::find(empty_windows.begin(), empty_windows.end(), true) != empty_windows.end();
               if (any_empty) {  // send them to a dropped column
                 Tensor mask = empty({positions}, TensorOptions(DType::Bool));
                 for (int64_t i = 0; i < positions; ++i) mask.set({i}, Scalar(static_cast<bool>(empty_windows[i])));
                 index = ops.where(mask.to(x.device()), scalar_tensor(Scalar(plane), TensorOptions(DType::Int64, x.device())), index);
               }
-              Tensor gx = scatter_into_planes(ops, reshape(ops, g[0], {p.planes, positions}), index, p.planes, plane,
+              Tensor gx = scatter_into_planes(ops, ops.reshape(g[0], {p.planes, positions}), index, p.planes, plane,
                                               sizes_of(x), any_empty);
               return {gx, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
             },
             [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
               ctx.save_for_backward({inputs[0].to_tensor(), outputs[1].to_tensor()});
               ctx.mark_non_differentiable({outputs[1].to_tensor()});
-              for (size_t i = 1; i < inputs.size(); ++i) ctx.set("arg" + std::to_string(i), inputs[i]);
+              save_arguments(ctx, inputs);
             })
         .samples([](SampleDraw& draw) { return draw_pool_args(draw, true); })
         .dtypes(kFloating);
@@ -617,15 +585,15 @@ void register_convolution_pooling(Library& lib) {
         .autograd(
             [ops = Ops(r), plan](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
               const Tensor x = ctx.saved_tensors()[0];
-              const auto divisor = ctx.get("arg6").to<std::optional<int64_t>>();
-              const PoolPlan p = plan(x, ctx.get("arg1").to<Ints>(), ctx.get("arg2").to<Ints>(), ctx.get("arg3").to<Ints>(),
-                                      ctx.get("arg4").to_bool(), divisor);
-              return {avg_pool_backward(ops, g[0], p, {ctx.get("arg5").to_bool(), divisor}, sizes_of(x)),
+              const auto divisor = saved_argument(ctx, 6).to<std::optional<int64_t>>();
+              const PoolPlan p = plan(x, saved_argument(ctx, 1).to<Ints>(), saved_argument(ctx, 2).to<Ints>(), saved_argument(ctx, 3).to<Ints>(),
+                                      saved_argument(ctx, 4).to_bool(), divisor);
+              return {avg_pool_backward(ops, g[0], p, {saved_argument(ctx, 5).to_bool(), divisor}, sizes_of(x)),
                       Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
             },
             [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
               ctx.save_for_backward({inputs[0].to_tensor()});
-              for (size_t i = 1; i < inputs.size(); ++i) ctx.set("arg" + std::to_string(i), inputs[i]);
+              save_arguments(ctx, inputs);
             })
         .samples([](SampleDraw& draw) {
           Stack args = draw_pool_args(draw, false);

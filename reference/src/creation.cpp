@@ -44,14 +44,6 @@ void backend_select(Library& lib, const std::string& op, size_t device_index) {
       DispatchKey::BackendSelect);
 }
 
-// Rejects the tensor options the reference cannot honour: non-strided layouts, pinned memory.
-void check_strided(std::string_view op, std::optional<Layout> layout, std::optional<bool> pin_memory) {
-  OPCONFORM_CHECK(!layout || *layout == Layout::Strided, ErrorCode::kNotImplemented, op, ": layout '",
-                  to_string(*layout), "' is not supported (only strided tensors)");
-  OPCONFORM_CHECK(!pin_memory || !*pin_memory, ErrorCode::kNotImplemented, op,
-                  ": pin_memory=True needs an accelerator runtime");
-}
-
 void check_sizes(std::string_view op, const Ints& size) {
   for (int64_t s : size) {
     OPCONFORM_CHECK(s >= 0, ErrorCode::kInvalidArgument, op, ": argument 'size' has a negative dimension ", s, " in ",
@@ -63,19 +55,9 @@ void check_sizes(std::string_view op, const Ints& size) {
 
 // The finite values of a dtype (of its real part, for complex), as doubles.
 std::pair<double, double> value_range(DType d) {
-  switch (d) {
-    case DType::Bool: return {0, 1};
-    case DType::UInt8: return {0, 255};
-    case DType::Int8: return {-128, 127};
-    case DType::Int16: return {-32768, 32767};
-    case DType::Int32: return {-2147483648.0, 2147483647.0};
-    case DType::Int64: return {-0x1p63, 0x1p63};
-    case DType::Float16: return {-65504.0, 65504.0};
-    case DType::BFloat16: return {-0x1.fep127, 0x1.fep127};
-    case DType::Float32:
-    case DType::Complex64: return {-std::numeric_limits<float>::max(), std::numeric_limits<float>::max()};
-    default: return {-std::numeric_limits<double>::max(), std::numeric_limits<double>::max()};
-  }
+  if (is_floating(d) || is_complex(d)) return {-max_finite(d), max_finite(d)};
+  const auto [lo, hi] = integer_range(d);
+  return {static_cast<double>(lo), static_cast<double>(hi)};
 }
 
 // c10::overflows: whether `value` does not fit dtype d, as PyTorch's fill_ decides (integers
@@ -123,10 +105,8 @@ void fill_uninitialised(const Tensor& t) {
     memory.fill_(std::numeric_limits<double>::quiet_NaN());
   else if (t.dtype() == DType::Bool)
     memory.fill_(true);
-  else if (t.dtype() == DType::Int64)
-    memory.fill_(std::numeric_limits<int64_t>::max());
   else
-    memory.fill_(static_cast<int64_t>(value_range(t.dtype()).second));
+    memory.fill_(integer_range(t.dtype()).second);
 }
 
 // ---- sample building ----
@@ -194,9 +174,9 @@ void register_fill_and_full_like(Library& lib, const std::string& fam) {
   {
     OpBuilder b(lib, "aten::fill.Scalar(Tensor self, Scalar value) -> Tensor", fam,
                 "a new tensor like self (same layout) holding value everywhere");
-    // A tensor like self: aten::_to_copy keeps self's layout as empty_like(self) does.
-    auto kernel = [name = b.name(), ops = Ops(r)](const Tensor& self, const Scalar& value) {
-      Tensor out = ops.tensor("aten::_to_copy", {self});
+    // A tensor like self (empty_like's layout); self's values are never read.
+    auto kernel = [name = b.name()](const Tensor& self, const Scalar& value) {
+      Tensor out = new_like(self, MemoryFormat::Preserve, self.options(), name);
       checked_fill(name, out, value);
       return out;
     };
@@ -490,7 +470,7 @@ void register_random(Library& lib, const std::string& fam, const char* schema, c
       double* v = values.mutable_data_ptr<double>();
       for (int64_t i = 0; i < out.numel(); ++i) v[i] = draw_value(gen, bits, false);
     }
-    if (out.numel() > 0) out.copy_(values);
+    out.copy_(values);
     return out;
   });
   b.fake(allocate).dtypes(concat_dtypes(kFloating, {DType::Complex64, DType::Complex128}));
@@ -532,7 +512,7 @@ void register_randperm(Library& lib, const std::string& fam) {
       const auto z = static_cast<int64_t>(gen.below(static_cast<uint64_t>(n - i)));
       std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(i + z)]);
     }
-    if (n > 0) out.copy_(from_vector(perm, {n}));
+    out.copy_(from_vector(perm, {n}));
     return out;
   });
   b.fake(allocate).dtypes(kReal);

@@ -1,6 +1,7 @@
 #include "opconform/reference/detail/elementwise.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 namespace opconform::reference::detail {
@@ -50,6 +51,27 @@ DType result_type(const std::vector<Tensor>& tensors, const std::vector<Scalar>&
 }
 
 DType to_floating(DType d) { return is_integral(d, /*include_bool=*/true) ? DType::Float32 : d; }
+
+double max_finite(DType d) {
+  switch (d) {
+    case DType::Float16: return 65504.0;
+    case DType::BFloat16: return 0x1.fep127;
+    case DType::Float32:
+    case DType::Complex64: return std::numeric_limits<float>::max();
+    default: return std::numeric_limits<double>::max();
+  }
+}
+
+std::pair<int64_t, int64_t> integer_range(DType d) {
+  switch (d) {
+    case DType::Bool: return {0, 1};
+    case DType::UInt8: return {0, 255};
+    case DType::Int8: return {-128, 127};
+    case DType::Int16: return {-32768, 32767};
+    case DType::Int32: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    default: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+  }
+}
 
 std::vector<int64_t> broadcast_all(std::string_view op, const std::vector<Tensor>& inputs) {
   std::vector<int64_t> shape;

@@ -124,24 +124,6 @@ Tensor compute(std::string_view op, const std::array<Operand, N>& operands, cons
 
 // ---- arithmetic in the wide types ----
 
-// int64 arithmetic wraps (two's complement), as the narrower integer types do in PyTorch; the
-// result is then cast to the output dtype, which keeps the low bits: the same result.
-template <typename W>
-W plus(W a, W b) {
-  if constexpr (std::is_same_v<W, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  else return a + b;
-}
-template <typename W>
-W minus(W a, W b) {
-  if constexpr (std::is_same_v<W, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-  else return a - b;
-}
-template <typename W>
-W times(W a, W b) {
-  if constexpr (std::is_same_v<W, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-  else return a * b;
-}
-
 // Integer division by zero is an error (PyTorch raises ZeroDivisionError).
 void check_divisor(std::string_view op, int64_t b) {
   OPCONFORM_CHECK(b != 0, ErrorCode::kInvalidArgument, op, ": ZeroDivisionError: integer division by zero (argument 'other')");
@@ -282,21 +264,6 @@ std::vector<int64_t> broadcast_partner(SampleDraw& draw, const std::vector<int64
   for (auto& s : out)
     if (draw.coin(20)) s = 1;
   return out;
-}
-
-void for_each_index(IntArrayRef sizes, const std::function<void(IntArrayRef)>& f) {
-  for (int64_t s : sizes)
-    if (s == 0) return;
-  std::vector<int64_t> index(sizes.size(), 0);
-  while (true) {
-    f(index);
-    int64_t d = static_cast<int64_t>(sizes.size()) - 1;
-    for (; d >= 0; --d) {
-      if (++index[d] < sizes[d]) break;
-      index[d] = 0;
-    }
-    if (d < 0) return;
-  }
 }
 
 // Moves every element with |v| < margin to ±margin (by its sign bit; integers to ±ceil(margin)),
@@ -463,19 +430,17 @@ conformance::SampleBuilder binary_samples(SampleSpec spec, std::vector<DType> dt
 
 // ---- autograd helpers ----
 
-// setup_context: the non-tensor arguments kept by position ("arg2" = alpha of add), the sizes of
-// the tensor ones ("sizes0"); with save_values also the tensor arguments (saved in order) and,
-// with save_result, the output after them.
+// setup_context: the non-tensor arguments kept (save_arguments: alpha of add is argument 2), the
+// sizes of the tensor ones ("sizes0"); with save_values also the tensor arguments (saved in
+// order) and, with save_result, the output after them.
 autograd::SetupContextFn keep_arguments(bool save_values, bool save_result = false) {
   return [=](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
+    save_arguments(ctx, inputs);
     std::vector<Tensor> saved;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i].is_tensor()) {
-        ctx.set("sizes" + std::to_string(i), IValue(sizes_of(inputs[i].to_tensor())));
-        saved.push_back(inputs[i].to_tensor());
-      } else {
-        ctx.set("arg" + std::to_string(i), inputs[i]);
-      }
+      if (!inputs[i].is_tensor()) continue;
+      ctx.set("sizes" + std::to_string(i), IValue(sizes_of(inputs[i].to_tensor())));
+      saved.push_back(inputs[i].to_tensor());
     }
     if (save_result) saved.push_back(outputs.at(0).to_tensor());
     if (save_values || save_result) ctx.save_for_backward(std::move(saved));
@@ -484,13 +449,9 @@ autograd::SetupContextFn keep_arguments(bool save_values, bool save_result = fal
 std::vector<int64_t> saved_sizes(const autograd::AutogradContext& ctx, size_t i) {
   return ctx.get("sizes" + std::to_string(i)).to<std::vector<int64_t>>();
 }
-Scalar saved_scalar(const autograd::AutogradContext& ctx, size_t i) { return ctx.get("arg" + std::to_string(i)).to_scalar(); }
+Scalar saved_scalar(const autograd::AutogradContext& ctx, size_t i) { return saved_argument(ctx, i).to_scalar(); }
 
 Tensor scaled(const Ops& ops, const Tensor& t, const Scalar& s) { return is_one(s) ? t : ops.mul(t, s); }
-// A 0-d zero of t's dtype (where's "else 0").
-Tensor zero_like_scalar(const Ops& ops, const Tensor& t) {
-  return ops.tensor("aten::full", {IValue(std::vector<int64_t>{}), IValue(int64_t{0}), IValue(t.dtype()), IValue(), IValue(t.device())});
-}
 Tensor call_with(const Ops& ops, std::string_view op, const Tensor& a, const IValue& b) { return ops.tensor(op, {a, b}); }
 Tensor div_mode(const Ops& ops, const Tensor& a, const Tensor& b, const char* mode) {
   return ops.tensor("aten::div.Tensor_mode", {a, b, IValue(std::string(mode))});
@@ -658,10 +619,6 @@ Tensor mul_values(std::string_view op, const Operand& self, const Operand& other
                               [](auto x, auto y) { return times(x, y); });
 }
 
-// mul_'s formula needs self as it was before the write, but setup_context runs after the kernel:
-// the autograd kernel below keeps a recorded copy of self first and hands it over here.
-thread_local std::vector<Tensor> mul_inplace_originals;
-
 void define_mul_inplace_and_out(Library& lib) {
   Registry& r = lib.registry();
   {
@@ -689,30 +646,12 @@ void define_mul_inplace_and_out(Library& lib) {
     auto backward = binary_backward(
         r, 2, [](const Ops& ops, autograd::AutogradContext& ctx, const Tensor& g) { return ops.mul(g, saved(ctx, 0)); },
         [](const Ops& ops, autograd::AutogradContext& ctx, const Tensor& g) { return ops.mul(g, saved(ctx, 1)); });
-    auto setup = [keep = keep_arguments(false)](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
+    auto setup = [keep = keep_arguments(false)](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs,
+                                                const Tensor& original) {
       keep(ctx, inputs, outputs);
-      Tensor original = std::move(mul_inplace_originals.back());
-      mul_inplace_originals.pop_back();
       ctx.save_for_backward({inputs[1].to_tensor(), original});
     };
-    b.autograd(backward, setup);
-    // Replaces the kernel just registered by one that records the copy of self first.
-    KernelFunction recorded = autograd::make_autograd_kernel(backward, setup);
-    lib.impl(name, KernelFunction::from_boxed([recorded, ops = Ops(r)](const OperatorHandle& op, DispatchKeySet keys, Stack& stack) {
-               const size_t base = stack.size() - 2;
-               // The same condition as the autograd kernel's for recording (and so for setup_context).
-               const bool records = autograd::GradMode::is_enabled() &&
-                                    (stack[base].to_tensor().requires_grad() || stack[base + 1].to_tensor().requires_grad());
-               const size_t pending = mul_inplace_originals.size();
-               if (records) mul_inplace_originals.push_back(ops.mul(stack[base].to_tensor(), Scalar(int64_t{1})));
-               try {
-                 recorded.call_boxed(op, keys, stack);
-               } catch (...) {
-                 mul_inplace_originals.resize(pending);  // it threw before setup_context took the copy
-                 throw;
-               }
-             }),
-             DispatchKey::Autograd);
+    b.autograd_kernel(inplace_autograd_kernel(r, backward, setup));
   }
   {
     OpBuilder b(lib, "aten::mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", kFamily,
@@ -780,7 +719,7 @@ Tensor div_values(std::string_view op, const Operand& self, const Operand& other
 // d(self / other) = grad / other, -grad * (self / other) / other; rounded divisions have zero gradients.
 void div_autograd(OpBuilder& b, Registry& r, size_t num_args, bool other_is_scalar, bool has_mode) {
   auto rounded = [has_mode](autograd::AutogradContext& ctx) {
-    return has_mode && !ctx.get("arg2").is_none();
+    return has_mode && !saved_argument(ctx, 2).is_none();
   };
   Partial d_self = [=](const Ops& ops, autograd::AutogradContext& ctx, const Tensor& g) {
     if (rounded(ctx)) return ops.zeros_like(g);
@@ -900,7 +839,7 @@ W min_of(W a, W b) {
 Tensor extremum_partial(const Ops& ops, autograd::AutogradContext& ctx, const Tensor& g, const char* loses) {
   const Tensor self = saved(ctx, 0), other = saved(ctx, 1);
   const Tensor tied = ops.where(ops.tensor("aten::eq.Tensor", {self, other}), ops.mul(g, Scalar(0.5)), g);
-  return ops.where(ops.tensor(loses, {self, other}), zero_like_scalar(ops, g), tied);
+  return ops.where(ops.tensor(loses, {self, other}), ops.scalar_like(0, g), tied);
 }
 
 // fmod and remainder: integer division by zero is an error; a remainder takes the dividend's
@@ -1068,7 +1007,7 @@ void register_elementwise_binary(Library& lib) {
     // d/dself = where(condition, grad, 0), d/dother = where(condition, 0, grad).
     auto backward = [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
       Grads grads(3);
-      const Tensor condition = saved(ctx, 0), zero = zero_like_scalar(ops, g[0]);
+      const Tensor condition = saved(ctx, 0), zero = ops.scalar_like(0, g[0]);
       if (ctx.needs_input_grad(1)) grads[1] = ops.sum_to(ops.where(condition, g[0], zero), saved_sizes(ctx, 1));
       if (ctx.needs_input_grad(2)) grads[2] = ops.sum_to(ops.where(condition, zero, g[0]), saved_sizes(ctx, 2));
       return grads;
@@ -1091,14 +1030,14 @@ void register_elementwise_binary(Library& lib) {
       const Tensor power = ops.tensor("aten::pow.Tensor_Tensor", {self, ops.add(exponent, Scalar(int64_t{-1}))});
       const Tensor undefined = ops.tensor("aten::logical_and", {call_with(ops, "aten::eq.Scalar", self, IValue(int64_t{0})),
                                                                call_with(ops, "aten::eq.Scalar", exponent, IValue(int64_t{0}))});
-      return ops.mul(g, ops.mul(exponent, ops.where(undefined, zero_like_scalar(ops, power), power)));
+      return ops.mul(g, ops.mul(exponent, ops.where(undefined, ops.scalar_like(0, power), power)));
     };
     Partial d_exponent = [](const Ops& ops, autograd::AutogradContext& ctx, const Tensor& g) {
       const Tensor self = saved(ctx, 0), exponent = saved(ctx, 1), result = saved(ctx, 2);
       const Tensor at_zero = ops.tensor("aten::logical_and", {call_with(ops, "aten::eq.Scalar", self, IValue(int64_t{0})),
                                                              call_with(ops, "aten::ge.Scalar", exponent, IValue(int64_t{0}))});
       const Tensor log_self = ops.tensor("aten::log", {self});
-      return ops.mul(g, ops.where(at_zero, zero_like_scalar(ops, g), ops.mul(result, log_self)));
+      return ops.mul(g, ops.where(at_zero, ops.scalar_like(0, g), ops.mul(result, log_self)));
     };
     b.dtypes(real_and_complex)
         .constraints(broadcasting({"self", "exponent"}))
@@ -1165,7 +1104,7 @@ void register_elementwise_binary(Library& lib) {
       const Tensor exponent = saved(ctx, 0), result = saved(ctx, 1);
       const Tensor slope = ops.mul(result, log_of(base, is_complex(exponent.dtype())));
       if (!is_zero(base)) return ops.mul(g, slope);
-      return ops.mul(g, ops.where(call_with(ops, "aten::ge.Scalar", exponent, IValue(int64_t{0})), zero_like_scalar(ops, g), slope));
+      return ops.mul(g, ops.where(call_with(ops, "aten::ge.Scalar", exponent, IValue(int64_t{0})), ops.scalar_like(0, g), slope));
     };
     b.vmap(elementwise_vmap_rule(r, name))
         .dtypes(kAll)
@@ -1176,37 +1115,26 @@ void register_elementwise_binary(Library& lib) {
   // ---- maximum, minimum, atan2 ----
   SampleSpec no_ties;  // ties are where the gradient jumps
   no_ties.relation = SampleSpec::Relation::offset;
-  {
-    OpBuilder b(lib, "aten::maximum(Tensor self, Tensor other) -> Tensor", kFamily, "larger of self and other (NaN propagates)",
+  for (bool largest : {true, false}) {
+    OpBuilder b(lib,
+                largest ? "aten::maximum(Tensor self, Tensor other) -> Tensor" : "aten::minimum(Tensor self, Tensor other) -> Tensor",
+                kFamily, largest ? "larger of self and other (NaN propagates)" : "smaller of self and other (NaN propagates)",
                 {Tag::pointwise});
-    binary<Domain::Real, Tensor, Tensor>(b, Result::common, [](auto x, auto y) { return max_of(x, y); });
+    if (largest) binary<Domain::Real, Tensor, Tensor>(b, Result::common, [](auto x, auto y) { return max_of(x, y); });
+    else binary<Domain::Real, Tensor, Tensor>(b, Result::common, [](auto x, auto y) { return min_of(x, y); });
+    // Where an argument loses it gets no gradient (maximum: self where self < other, other where self > other).
+    const char* self_loses = largest ? "aten::lt.Tensor" : "aten::gt.Tensor";
+    const char* other_loses = largest ? "aten::gt.Tensor" : "aten::lt.Tensor";
     b.dtypes(real_and_bool)
         .constraints(broadcasting())
         .samples(binary_samples(no_ties, real_and_bool))
         .autograd(binary_backward(
                       r, 2,
-                      [](const Ops& ops, autograd::AutogradContext& ctx, const Tensor& g) {
-                        return extremum_partial(ops, ctx, g, "aten::lt.Tensor");
+                      [self_loses](const Ops& ops, autograd::AutogradContext& ctx, const Tensor& g) {
+                        return extremum_partial(ops, ctx, g, self_loses);
                       },
-                      [](const Ops& ops, autograd::AutogradContext& ctx, const Tensor& g) {
-                        return extremum_partial(ops, ctx, g, "aten::gt.Tensor");
-                      }),
-                  keep_arguments(true));
-  }
-  {
-    OpBuilder b(lib, "aten::minimum(Tensor self, Tensor other) -> Tensor", kFamily, "smaller of self and other (NaN propagates)",
-                {Tag::pointwise});
-    binary<Domain::Real, Tensor, Tensor>(b, Result::common, [](auto x, auto y) { return min_of(x, y); });
-    b.dtypes(real_and_bool)
-        .constraints(broadcasting())
-        .samples(binary_samples(no_ties, real_and_bool))
-        .autograd(binary_backward(
-                      r, 2,
-                      [](const Ops& ops, autograd::AutogradContext& ctx, const Tensor& g) {
-                        return extremum_partial(ops, ctx, g, "aten::gt.Tensor");
-                      },
-                      [](const Ops& ops, autograd::AutogradContext& ctx, const Tensor& g) {
-                        return extremum_partial(ops, ctx, g, "aten::lt.Tensor");
+                      [other_loses](const Ops& ops, autograd::AutogradContext& ctx, const Tensor& g) {
+                        return extremum_partial(ops, ctx, g, other_loses);
                       }),
                   keep_arguments(true));
   }

@@ -92,14 +92,15 @@ void register_elementwise_unary(Library& lib) {
     OpBuilder b(lib, "aten::abs(Tensor self) -> Tensor", fam, "absolute value |x| (complex: modulus, real result)");
     unary<Domain::All>(b, Result::real_of, [](auto v) {
       if constexpr (is_complex_v<decltype(v)>) return std::abs(v);
-      else return v < 0 ? -v : v;
+      else return v < 0 ? minus(decltype(v)(0), v) : v;
     });
     b.dtypes(real_and_complex).autograd(
         chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) { return ops.tensor("aten::sign", {x}); }), save);
   }
   {
     OpBuilder b(lib, "aten::neg(Tensor self) -> Tensor", fam, "negation -x");
-    unary<Domain::All>(b, Result::same, [](auto v) { return -v; });
+    // Integers wrap (-INT64_MIN is INT64_MIN), as PyTorch.
+    unary<Domain::All>(b, Result::same, [](auto v) { return minus(decltype(v)(0), v); });
     b.dtypes(real_and_complex)
         .autograd([ops = Ops(r)](autograd::AutogradContext&, const Grads& g) -> Grads { return {ops.neg(g[0])}; });
   }

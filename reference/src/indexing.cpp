@@ -73,22 +73,6 @@ Sizes clone_strides(const Tensor& t) {
   return t.is_non_overlapping_and_dense() ? to_sizes(t.strides()) : contiguous_strides(t.sizes());
 }
 
-// Calls f(position) for every multi-index of `sizes`, in row-major order.
-template <typename F>
-void for_each_position(const Sizes& sizes, F&& f) {
-  if (numel_of(sizes) == 0) return;
-  Sizes at(sizes.size(), 0);
-  while (true) {
-    f(static_cast<const Sizes&>(at));
-    int64_t d = static_cast<int64_t>(sizes.size()) - 1;
-    for (; d >= 0; --d) {
-      if (++at[d] < sizes[d]) break;
-      at[d] = 0;
-    }
-    if (d < 0) return;
-  }
-}
-
 int64_t offset_of(const Sizes& at, const Sizes& strides) {
   int64_t off = 0;
   for (size_t d = 0; d < at.size(); ++d) off += at[d] * strides[d];
@@ -116,18 +100,6 @@ struct Elements {
     return out;
   }
 };
-
-// Integers wrap on overflow as PyTorch's do (int64 through unsigned arithmetic, so no UB).
-template <typename W>
-W add_wrapping(W a, W b) {
-  if constexpr (std::is_same_v<W, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  else return a + b;
-}
-template <typename W>
-W mul_wrapping(W a, W b) {
-  if constexpr (std::is_same_v<W, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-  else return a * b;
-}
 
 // The position an index value selects in a dimension of `size`. Negative values count from the
 // end where the op allows it (`wrap`: advanced indexing); others are out of range.
@@ -181,7 +153,7 @@ Tensor gather_cpu(const Tensor& self, int64_t dim, const Tensor& index, bool /*s
     const Elements<W> in(src);
     Elements<W> out(nonempty(to_sizes(index.sizes())), W(0));
     int64_t p = 0;
-    for_each_position(out.sizes, [&](const Sizes& at) {
+    for_each_index(out.sizes, [&](const Sizes& at) {
       Sizes from = at;
       from[dim] = checked_index(kGather, "index", positions[p++], src.size(dim), dim, false);
       out.at(at) = in.at(from);
@@ -237,12 +209,6 @@ int64_t check_scatter(std::string_view op, const Tensor& self, int64_t dim, cons
   return dim;
 }
 
-template <typename W>
-bool is_nan_value(W v) {
-  if constexpr (std::is_same_v<W, double>) return std::isnan(v);
-  else return false;
-}
-
 // The value a reduction starts from where include_self=False drops self's value.
 template <typename W>
 W reduce_identity(Reduce r) {
@@ -259,12 +225,12 @@ void combine(W& acc, W v, Reduce r) {
   switch (r) {
     case Reduce::assign: acc = v; return;
     case Reduce::sum:
-    case Reduce::mean: acc = add_wrapping(acc, v); return;
-    case Reduce::prod: acc = mul_wrapping(acc, v); return;
+    case Reduce::mean: acc = plus(acc, v); return;
+    case Reduce::prod: acc = times(acc, v); return;
     case Reduce::amax:
     case Reduce::amin:
       if constexpr (!is_complex_v<W>) {
-        if (is_nan_value(v)) acc = v;
+        if (is_nan(v)) acc = v;
         else acc = r == Reduce::amax ? std::max(acc, v) : std::min(acc, v);
       }
       return;
@@ -293,7 +259,7 @@ Tensor scatter_into(std::string_view op, const Tensor& self, int64_t dim, const 
     const auto positions = index.to_vector<int64_t>();
     std::vector<int64_t> targets;  // for each position of index (row-major): the element of out it reaches
     std::vector<Sizes> from;       // and its multi-index (that of src too)
-    for_each_position(nonempty(to_sizes(index.sizes())), [&](const Sizes& at) {
+    for_each_index(nonempty(to_sizes(index.sizes())), [&](const Sizes& at) {
       Sizes to = at;
       to[dim] = checked_index(op, "index", positions[targets.size()], out.sizes[dim], dim, false);
       targets.push_back(offset_of(to, out.strides));
@@ -386,7 +352,7 @@ Tensor index_select_cpu(const Tensor& self, int64_t dim, const Tensor& index) {
     using W = typename decltype(tag)::type;
     const Elements<W> in(src);
     Elements<W> out(nonempty(sizes), W(0));
-    for_each_position(out.sizes, [&](const Sizes& at) {
+    for_each_index(out.sizes, [&](const Sizes& at) {
       Sizes from = at;
       from[dim] = rows[at[dim]];
       out.at(at) = in.at(from);
@@ -462,7 +428,7 @@ void append_mask_positions(std::string_view op, const Tensor& self, const Tensor
   const auto flags = mask.to_vector<int64_t>();
   std::vector<int64_t> rows;
   int64_t p = 0;
-  for_each_position(to_sizes(mask.sizes()), [&](const Sizes& at) {
+  for_each_index(to_sizes(mask.sizes()), [&](const Sizes& at) {
     if (flags[p++] != 0) rows.insert(rows.end(), at.begin(), at.end());
   });
   const int64_t n = k == 0 ? 0 : static_cast<int64_t>(rows.size()) / k;
@@ -659,7 +625,7 @@ void for_each_indexed(std::string_view op, const IndexPlan& plan, F&& f) {
   const int64_t ni = static_cast<int64_t>(index_strides.size());
   std::vector<std::vector<int64_t>> values;
   for (const IndexOperand& o : plan.index) values.push_back(o.values.to_vector<int64_t>());
-  for_each_position(result, [&](const Sizes& r) {
+  for_each_index(result, [&](const Sizes& r) {
     int64_t p = 0;
     for (int64_t i = 0; i < ni; ++i) p += r[plan.before + i] * index_strides[i];
     Sizes s(r.begin(), r.begin() + plan.before);
@@ -718,7 +684,7 @@ Tensor index_put_cpu(const Tensor& self, const IndexList& indices, const Tensor&
       Sizes target(s.size());
       for (size_t i = 0; i < s.size(); ++i) target[plan.perm[i]] = s[i];
       W& element = out.at(target);
-      element = accumulate ? add_wrapping(element, v.at(r)) : v.at(r);
+      element = accumulate ? plus(element, v.at(r)) : v.at(r);
     });
     return out.to_tensor(self.sizes(), clone_strides(self), self.options());
   });
@@ -752,15 +718,14 @@ void check_scatter_src_sizes(std::string_view op, const Tensor& slice, const Ten
                   shape_string(src.sizes()));
 }
 
-// One kernel for real and fake tensors: the copy is metadata-only on fakes (and skipped when
-// empty: a fake without bytes would count as one with data).
+// One kernel for real and fake tensors: the copy is metadata-only on fakes.
 Tensor select_scatter_impl(const Tensor& self, const Tensor& src, int64_t dim, const SymInt& index) {
   OPCONFORM_CHECK(self.dim() > 0, ErrorCode::kInvalidArgument, kSelectScatter, ": cannot select from a 0-d 'self'");
   dim = wrap_dim(dim, self.dim(), kSelectScatter);
   const int64_t i = checked_index(kSelectScatter, "index", index.expect_int(), self.size(dim), dim, true);
   check_scatter_src_sizes(kSelectScatter, self.select(dim, i), src);
   Tensor out = clone_preserve_strides(self);
-  if (src.numel() > 0) out.select(dim, i).copy_(src);
+  out.select(dim, i).copy_(src);
   return out;
 }
 
@@ -776,7 +741,7 @@ Tensor slice_scatter_impl(const Tensor& self, const Tensor& src, int64_t dim, st
   OPCONFORM_CHECK(s > 0, ErrorCode::kInvalidArgument, kSliceScatter, ": 'step' must be positive, got ", s);
   check_scatter_src_sizes(kSliceScatter, self.slice(dim, concrete_opt(start), concrete_opt(end), s), src);
   Tensor out = clone_preserve_strides(self);
-  if (src.numel() > 0) out.slice(dim, concrete_opt(start), concrete_opt(end), s).copy_(src);
+  out.slice(dim, concrete_opt(start), concrete_opt(end), s).copy_(src);
   return out;
 }
 
@@ -886,20 +851,6 @@ Tensor embedding_backward_fake(const Tensor& grad, const Tensor& indices, const 
 // Autograd formulas (registry ops only, so they are differentiable again)
 // ================================================================================================
 
-Tensor full_of(const Ops& ops, const Sizes& sizes, const Scalar& value, DType dtype, Device device) {
-  return ops.tensor("aten::full", {IValue(sizes), IValue(value), IValue(dtype), IValue(), IValue(device)});
-}
-Tensor zeros_as(const Ops& ops, const Sizes& sizes, const Tensor& like) {
-  return full_of(ops, sizes, int64_t{0}, like.dtype(), like.device());
-}
-// A 0-d constant in t's dtype (for where).
-Tensor constant_as(const Ops& ops, const Scalar& value, const Tensor& like) {
-  return full_of(ops, {}, value, like.dtype(), like.device());
-}
-Tensor arange_of(const Ops& ops, int64_t n, Device device) {
-  return ops.tensor("aten::arange.start_step",
-                    {IValue(int64_t{0}), IValue(n), IValue(int64_t{1}), IValue(DType::Int64), IValue(), IValue(device)});
-}
 Tensor eq_scalar(const Ops& ops, const Tensor& t, const Scalar& v) { return ops.tensor("aten::eq.Scalar", {t, IValue(v)}); }
 Tensor gather_op(const Ops& ops, const Tensor& t, int64_t dim, const Tensor& index) {
   return ops.tensor("aten::gather", {t, IValue(dim), index});
@@ -916,16 +867,6 @@ Tensor index_op(const Ops& ops, const Tensor& t, const IValue& indices) {
 }
 Tensor index_put_op(const Ops& ops, const Tensor& t, const IValue& indices, const Tensor& values, bool accumulate) {
   return ops.tensor("aten::index_put", {t, indices, values, IValue(accumulate)});
-}
-
-Tensor unsqueeze_op(const Ops& ops, const Tensor& t, int64_t dim) {
-  return ops.tensor("aten::unsqueeze", {t, IValue(dim)});
-}
-
-// t with new sizes: a view, or a view of a contiguous copy (aten::clone) when t's strides allow none.
-Tensor reshape_op(const Ops& ops, const Tensor& t, const Sizes& sizes) {
-  if (t.is_contiguous()) return ops.view(t, sizes);
-  return ops.view(ops.tensor("aten::clone", {t, IValue(MemoryFormat::Contiguous)}), sizes);
 }
 
 // An index-shaped gradient as the gradient of a src that may be larger than index (the
@@ -959,17 +900,17 @@ Tensor crop_to(const Ops& ops, Tensor t, const Sizes& target) {
 // Which positions of index write the element they reach last (the reference's rule for
 // duplicates, row-major order of index): scatter their ids, read back, compare. Bool, index-shaped.
 Tensor last_scatter_writes(const Ops& ops, const Sizes& target, int64_t dim, const Tensor& index) {
-  const Tensor ids = ops.view(arange_of(ops, index.numel(), index.device()), to_sizes(index.sizes()));
+  const Tensor ids = ops.view(ops.arange(index.numel(), index.device()), to_sizes(index.sizes()));
   const Tensor owner = ops.tensor("aten::scatter.src",
-                                  {full_of(ops, target, int64_t{-1}, DType::Int64, index.device()), IValue(dim), index, ids});
+                                  {ops.full(target, int64_t{-1}, DType::Int64, index.device()), IValue(dim), index, ids});
   return ops.tensor("aten::eq.Tensor", {gather_op(ops, owner, dim, index), ids});
 }
 
 // The same for index_put: which elements of self[indices] (shape `result`) write last.
 Tensor last_index_put_writes(const Ops& ops, const Sizes& self_sizes, const IValue& indices, const Sizes& result,
                              Device device) {
-  const Tensor ids = ops.view(arange_of(ops, numel_of(result), device), result);
-  const Tensor owner = index_put_op(ops, full_of(ops, self_sizes, int64_t{-1}, DType::Int64, device), indices, ids, false);
+  const Tensor ids = ops.view(ops.arange(numel_of(result), device), result);
+  const Tensor owner = index_put_op(ops, ops.full(self_sizes, int64_t{-1}, DType::Int64, device), indices, ids, false);
   return ops.tensor("aten::eq.Tensor", {index_op(ops, owner, indices), ids});
 }
 
@@ -990,7 +931,7 @@ autograd::SetupContextFn save_dim_op(const char* op) {
 Grads gather_backward(const Ops& ops, AutogradContext& ctx, const Grads& g) {
   const auto saved = ctx.saved_tensors();  // self, index, result
   const int64_t dim = ctx.get("dim").to_int();
-  return {scatter_add_op(ops, zeros_as(ops, to_sizes(saved[0].sizes()), g[0]), dim, saved[1], g[0]), {}, {}, {}};
+  return {scatter_add_op(ops, ops.full(to_sizes(saved[0].sizes()), int64_t{0}, g[0]), dim, saved[1], g[0]), {}, {}, {}};
 }
 
 Grads scatter_src_backward(const Ops& ops, AutogradContext& ctx, const Grads& g) {
@@ -1000,7 +941,7 @@ Grads scatter_src_backward(const Ops& ops, AutogradContext& ctx, const Grads& g)
   if (ctx.needs_input_grad(0)) out[0] = clear_scattered(ops, g[0], dim, saved[1]);
   if (ctx.needs_input_grad(3)) {
     const Tensor kept = last_scatter_writes(ops, to_sizes(saved[0].sizes()), dim, saved[1]);
-    const Tensor read = ops.where(kept, gather_op(ops, g[0], dim, saved[1]), constant_as(ops, 0, g[0]));
+    const Tensor read = ops.where(kept, gather_op(ops, g[0], dim, saved[1]), ops.scalar_like(0, g[0]));
     out[3] = pad_to(ops, read, to_sizes(saved[2].sizes()));
   }
   return out;
@@ -1033,14 +974,14 @@ Tensor products_of_others(const Ops& ops, const Sizes& self_sizes, int64_t dim, 
   extended.push_back(m);
   base.push_back(m);
   at_dim[dim] = m;
-  const Tensor positions = arange_of(ops, m, index.device());
+  const Tensor positions = ops.arange(m, index.device());
   Sizes diagonal_shape = at_dim;
   diagonal_shape[rank] = m;
   const Tensor diagonal =
       ops.view(ops.tensor("aten::eq.Tensor", {ops.view(positions, {m, 1}), ops.view(positions, {1, m})}), diagonal_shape);
-  const Tensor src_ext = ops.where(diagonal, constant_as(ops, 1, src), ops.expand(unsqueeze_op(ops, src, rank), extended));
-  const Tensor index_ext = ops.expand(unsqueeze_op(ops, index, rank), extended);
-  const Tensor products = ops.tensor(kScatterReduce, {full_of(ops, base, 1, src.dtype(), src.device()), IValue(dim),
+  const Tensor src_ext = ops.where(diagonal, ops.scalar_like(1, src), ops.expand(ops.unsqueeze(src, rank), extended));
+  const Tensor index_ext = ops.expand(ops.unsqueeze(index, rank), extended);
+  const Tensor products = ops.tensor(kScatterReduce, {ops.full(base, 1, src.dtype(), src.device()), IValue(dim),
                                                       index_ext, src_ext, IValue("prod"), IValue(true)});
   Sizes own_shape = sizes;
   own_shape.push_back(1);
@@ -1063,9 +1004,9 @@ std::pair<Tensor, Tensor> scatter_reduce_grads(const Ops& ops, const Tensor& g, 
       gsrc = gather_op(ops, g, dim, index);
       break;
     case Reduce::mean: {
-      const Tensor base = full_of(ops, self_sizes, include_self ? 1 : 0, g.dtype(), g.device());
-      Tensor n = scatter_add_op(ops, base, dim, index, full_of(ops, index_sizes, 1, g.dtype(), g.device()));
-      n = ops.where(eq_scalar(ops, n, 0), constant_as(ops, 1, n), n);
+      const Tensor base = ops.full(self_sizes, include_self ? 1 : 0, g.dtype(), g.device());
+      Tensor n = scatter_add_op(ops, base, dim, index, ops.full(index_sizes, 1, g.dtype(), g.device()));
+      n = ops.where(eq_scalar(ops, n, 0), ops.scalar_like(1, n), n);
       gs = ops.div(g, n);
       gsrc = gather_op(ops, gs, dim, index);
       break;
@@ -1088,7 +1029,7 @@ std::pair<Tensor, Tensor> scatter_reduce_grads(const Ops& ops, const Tensor& g, 
       gsrc = ops.mul(gather_op(ops, g, dim, index),
                      include_self ? ops.mul(others, gather_op(ops, self, dim, index)) : others);
       if (include_self) {
-        gs = ops.mul(g, ops.tensor(kScatterReduce, {full_of(ops, self_sizes, 1, g.dtype(), g.device()), IValue(dim),
+        gs = ops.mul(g, ops.tensor(kScatterReduce, {ops.full(self_sizes, 1, g.dtype(), g.device()), IValue(dim),
                                                     index, src_block, IValue("prod"), IValue(true)}));
       }
       break;
@@ -1108,7 +1049,7 @@ Grads scatter_reduce_backward(const Ops& ops, AutogradContext& ctx, const Grads&
   Tensor gs, gsrc;
   if (index.numel() == 0) {
     gs = g[0];
-    gsrc = zeros_as(ops, index_sizes, g[0]);
+    gsrc = ops.full(index_sizes, int64_t{0}, g[0]);
   } else {
     std::tie(gs, gsrc) = scatter_reduce_grads(ops, nonempty_view(g[0]), nonempty_view(saved[0]), dim,
                                               nonempty_view(index), nonempty_view(crop_to(ops, saved[2], index_sizes)),
@@ -1129,11 +1070,11 @@ Grads index_select_backward(const Ops& ops, AutogradContext& ctx, const Grads& g
   const Tensor index = saved[0].dim() == 0 ? ops.view(saved[0], {1}) : saved[0];
   IndexList list(dim);
   list.emplace_back(index);
-  return {index_put_op(ops, zeros_as(ops, self_sizes, g[0]), IValue(list), g[0], true), {}, {}};
+  return {index_put_op(ops, ops.full(self_sizes, int64_t{0}, g[0]), IValue(list), g[0], true), {}, {}};
 }
 
 Grads index_backward(const Ops& ops, AutogradContext& ctx, const Grads& g) {
-  return {index_put_op(ops, zeros_as(ops, saved_sizes(ctx, "self_sizes"), g[0]), ctx.get("indices"), g[0], true), {}};
+  return {index_put_op(ops, ops.full(saved_sizes(ctx, "self_sizes"), int64_t{0}, g[0]), ctx.get("indices"), g[0], true), {}};
 }
 
 Grads index_put_backward(const Ops& ops, AutogradContext& ctx, const Grads& g) {
@@ -1142,14 +1083,14 @@ Grads index_put_backward(const Ops& ops, AutogradContext& ctx, const Grads& g) {
   const Sizes values_sizes = saved_sizes(ctx, "values_sizes");
   Grads out(4);
   if (ctx.needs_input_grad(0)) {
-    out[0] = accumulate ? g[0] : index_put_op(ops, g[0], indices, zeros_as(ops, values_sizes, g[0]), false);
+    out[0] = accumulate ? g[0] : index_put_op(ops, g[0], indices, ops.full(values_sizes, int64_t{0}, g[0]), false);
   }
   if (ctx.needs_input_grad(2)) {
     Tensor read = index_op(ops, g[0], indices);
     if (!accumulate) {
       const Tensor kept = last_index_put_writes(ops, saved_sizes(ctx, "self_sizes"), indices, to_sizes(read.sizes()),
                                                 g[0].device());
-      read = ops.where(kept, read, constant_as(ops, 0, read));
+      read = ops.where(kept, read, ops.scalar_like(0, read));
     }
     out[2] = ops.sum_to(read, values_sizes);
   }
@@ -1160,7 +1101,7 @@ Grads select_scatter_backward(const Ops& ops, AutogradContext& ctx, const Grads&
   const IValue dim = ctx.get("dim"), index = ctx.get("index");
   Grads out(4);
   if (ctx.needs_input_grad(0)) {
-    out[0] = ops.tensor("aten::select_scatter", {g[0], zeros_as(ops, saved_sizes(ctx, "src_sizes"), g[0]), dim, index});
+    out[0] = ops.tensor("aten::select_scatter", {g[0], ops.full(saved_sizes(ctx, "src_sizes"), int64_t{0}, g[0]), dim, index});
   }
   if (ctx.needs_input_grad(1)) out[1] = ops.tensor("aten::select.int", {g[0], dim, index});
   return out;
@@ -1171,7 +1112,7 @@ Grads slice_scatter_backward(const Ops& ops, AutogradContext& ctx, const Grads& 
   Grads out(6);
   if (ctx.needs_input_grad(0)) {
     out[0] = ops.tensor("aten::slice_scatter",
-                        {g[0], zeros_as(ops, saved_sizes(ctx, "src_sizes"), g[0]), dim, start, end, step});
+                        {g[0], ops.full(saved_sizes(ctx, "src_sizes"), int64_t{0}, g[0]), dim, start, end, step});
   }
   if (ctx.needs_input_grad(1)) out[1] = ops.tensor("aten::slice.Tensor", {g[0], dim, start, end, step});
   return out;
@@ -1184,13 +1125,13 @@ Grads masked_scatter_backward(const Ops& ops, AutogradContext& ctx, const Grads&
   auto as_1d = [&](const Tensor& t) { return shape.empty() ? ops.view(t, {1}) : t; };  // a 0-d mask indexes no dim
   Grads out(3);
   if (ctx.needs_input_grad(0)) {
-    out[0] = ops.sum_to(ops.where(mask, constant_as(ops, 0, g[0]), g[0]), saved_sizes(ctx, "self_sizes"));
+    out[0] = ops.sum_to(ops.where(mask, ops.scalar_like(0, g[0]), g[0]), saved_sizes(ctx, "self_sizes"));
   }
   if (ctx.needs_input_grad(2)) {
     // The masked elements of grad, in order, at the start of a flat source; the rest got none.
     const Sizes source_sizes = saved_sizes(ctx, "source_sizes");
     const Tensor taken = index_op(ops, as_1d(g[0]), IValue(IndexList{as_1d(mask)}));
-    const Tensor flat = ops.tensor("aten::slice_scatter", {zeros_as(ops, {numel_of(source_sizes)}, g[0]), taken,
+    const Tensor flat = ops.tensor("aten::slice_scatter", {ops.full({numel_of(source_sizes)}, int64_t{0}, g[0]), taken,
                                                             IValue(int64_t{0}), IValue(int64_t{0}),
                                                             IValue(taken.size(0)), IValue(int64_t{1})});
     out[2] = ops.view(flat, source_sizes);
@@ -1215,17 +1156,17 @@ Grads embedding_dense_backward_backward(const Ops& ops, AutogradContext& ctx, co
   const int64_t padding = ctx.get("padding_idx").to<SymInt>().expect_int();
   const bool scale = ctx.get("scale_grad_by_freq").to_bool();
   const int64_t n = saved[0].numel();
-  const Tensor rows = ops.to(reshape_op(ops, saved[0], {n}), DType::Int64);
+  const Tensor rows = ops.to(ops.reshape(saved[0], {n}), DType::Int64);
   Tensor read = ops.tensor("aten::index_select", {g[0], IValue(int64_t{0}), rows});
   const bool pads = padding >= 0 && padding < num_weights;
   if (scale || pads) {
-    Tensor factor = full_of(ops, {num_weights}, 1, g[0].dtype(), g[0].device());
+    Tensor factor = ops.full({num_weights}, 1, g[0].dtype(), g[0].device());
     if (scale) {
-      const Tensor uses = scatter_add_op(ops, zeros_as(ops, {num_weights}, g[0]), 0, rows,
-                                         full_of(ops, {n}, 1, g[0].dtype(), g[0].device()));
+      const Tensor uses = scatter_add_op(ops, ops.full({num_weights}, int64_t{0}, g[0]), 0, rows,
+                                         ops.full({n}, 1, g[0].dtype(), g[0].device()));
       factor = ops.tensor("aten::reciprocal", {uses});  // rows never used get inf, and are never read
     }
-    if (pads) factor = ops.tensor("aten::select_scatter", {factor, constant_as(ops, 0, factor), IValue(int64_t{0}), IValue(padding)});
+    if (pads) factor = ops.tensor("aten::select_scatter", {factor, ops.scalar_like(0, factor), IValue(int64_t{0}), IValue(padding)});
     read = ops.mul(read, ops.view(ops.tensor("aten::index_select", {factor, IValue(int64_t{0}), rows}), {n, 1}));
   }
   return {ops.view(read, grad_sizes), {}, {}, {}, {}};
@@ -1251,7 +1192,7 @@ VmapRule dim_op_vmap_rule(Registry& registry, std::string op, std::vector<size_t
     for (size_t p : tensors) {
       Tensor t = move_batch_dim(inputs[p].to_tensor(), in_dims[p], 0, info.batch_size);
       if (p == result_like) result_shape = to_sizes(t.sizes());
-      args[p] = IValue(t.dim() == 1 ? unsqueeze_op(ops, t, 1) : t);
+      args[p] = IValue(t.dim() == 1 ? ops.unsqueeze(t, 1) : t);
     }
     const int64_t self_rank = inputs[0].to_tensor().dim() - (in_dims[0] ? 1 : 0);
     args[1] = IValue(wrap_dim(inputs[1].to_int(), self_rank, op) + 1);
@@ -1266,14 +1207,14 @@ VmapRule dim_op_vmap_rule(Registry& registry, std::string op, std::vector<size_t
 VmapResult index_select_vmap(const Ops& ops, const VmapInfo& info, const Stack& inputs, const InDims& in_dims) {
   Tensor self = move_batch_dim(inputs[0].to_tensor(), in_dims[0], 0, info.batch_size);
   const bool scalar = self.dim() == 1;  // a 0-d self selects from its one element
-  if (scalar) self = unsqueeze_op(ops, self, 1);
+  if (scalar) self = ops.unsqueeze(self, 1);
   const int64_t dim = wrap_dim(inputs[1].to_int(), scalar ? 0 : self.dim() - 1, kIndexSelect) + 1;
   Tensor out;
   if (!in_dims[2]) {
     out = ops.tensor(kIndexSelect, {self, IValue(dim), inputs[2]});
   } else {
     Tensor index = move_batch_dim(inputs[2].to_tensor(), in_dims[2], 0, info.batch_size);
-    if (index.dim() == 1) index = unsqueeze_op(ops, index, 1);  // [B, k]
+    if (index.dim() == 1) index = ops.unsqueeze(index, 1);  // [B, k]
     Sizes along(self.dim(), 1), sizes = to_sizes(self.sizes());
     along[0] = info.batch_size;
     along[dim] = sizes[dim] = index.size(1);
@@ -1314,7 +1255,7 @@ DimSample draw_dim_sample(SampleDraw& draw, bool with_src) {
   s.self = draw.shape(0, 3);
   const Sizes self_n = nonempty(s.self);
   const int64_t rank = static_cast<int64_t>(self_n.size());
-  s.dim = draw.integer(-rank, rank - 1);
+  s.dim = draw_dim(draw, rank);
   const int64_t d0 = wrapped(s.dim, rank);
   Sizes index_n(rank);
   for (int64_t d = 0; d < rank; ++d) {
@@ -1378,7 +1319,7 @@ Stack index_select_sample(SampleDraw& draw) {
   const Sizes shape = draw.shape(0, 3);
   const Sizes self_n = nonempty(shape);
   const int64_t rank = static_cast<int64_t>(self_n.size());
-  const int64_t dim = draw.integer(-rank, rank - 1);
+  const int64_t dim = draw_dim(draw, rank);
   const int64_t size = self_n[wrapped(dim, rank)];
   int64_t length = shape.empty() ? 1 : draw.coin(8) || size == 0 ? 0 : draw.integer(1, 5);
   Tensor index = draw.index_tensor(length == 1 && draw.coin(25) ? Sizes{} : Sizes{length}, 0, size - 1);
@@ -1443,7 +1384,7 @@ Stack select_scatter_sample(SampleDraw& draw) {
   const DType dtype = draw.dtype();
   Sizes shape = draw.shape(1, 4);
   const int64_t rank = static_cast<int64_t>(shape.size());
-  const int64_t dim = draw.integer(-rank, rank - 1), d0 = wrapped(dim, rank);
+  const int64_t dim = draw_dim(draw, rank), d0 = wrapped(dim, rank);
   shape[d0] = std::max<int64_t>(shape[d0], 1);  // a position to select
   const int64_t index = draw.integer(-shape[d0], shape[d0] - 1);
   Sizes src = shape;
@@ -1456,7 +1397,7 @@ Stack slice_scatter_sample(SampleDraw& draw) {
   const DType dtype = draw.dtype();
   const Sizes shape = draw.shape(1, 4);
   const int64_t rank = static_cast<int64_t>(shape.size());
-  const int64_t dim = draw.integer(-rank, rank - 1), n = shape[wrapped(dim, rank)];
+  const int64_t dim = draw_dim(draw, rank), n = shape[wrapped(dim, rank)];
   // Bounds past either end and negative ones too: slice clamps them.
   auto bound = [&]() { return draw.coin(30) ? std::optional<int64_t>() : std::optional<int64_t>(draw.integer(-n - 2, n + 2)); };
   const std::optional<int64_t> start = bound(), end = bound();
@@ -1525,9 +1466,6 @@ Stack embedding_backward_sample(SampleDraw& draw) {
 void register_indexing(Library& lib) {
   Registry& r = lib.registry();
   const Ops ops(r);
-  auto formula = [ops](Grads (*f)(const Ops&, AutogradContext&, const Grads&)) {
-    return [ops, f](AutogradContext& ctx, const Grads& g) { return f(ops, ctx, g); };
-  };
 
   // ---- gather / scatter along a dim ----
   OpBuilder(lib, "aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", kFamily,
@@ -1535,7 +1473,7 @@ void register_indexing(Library& lib) {
             "gradient is dense)")
       .cpu(gather_cpu)
       .fake(gather_fake)
-      .autograd(formula(gather_backward), save_dim_op(kGather))
+      .autograd(with_ops(r, gather_backward), save_dim_op(kGather))
       .vmap(dim_op_vmap_rule(r, kGather, {0, 2}, 2))
       .dtypes(kAll)
       .samples(gather_sample);
@@ -1547,7 +1485,7 @@ void register_indexing(Library& lib) {
         check_scatter(kScatterSrc, self, dim, index, &src);
         return empty(self.sizes(), self.options());
       })
-      .autograd(formula(scatter_src_backward), save_dim_op(kScatterSrc))
+      .autograd(with_ops(r, scatter_src_backward), save_dim_op(kScatterSrc))
       .vmap(dim_op_vmap_rule(r, kScatterSrc, {0, 2, 3}, 0))
       .dtypes(kAll)
       .samples(scatter_src_sample);
@@ -1559,7 +1497,7 @@ void register_indexing(Library& lib) {
         check_scatter_value(self, value);
         return empty(self.sizes(), self.options());
       })
-      .autograd(formula(scatter_value_backward), save_dim_op(kScatterValue))
+      .autograd(with_ops(r, scatter_value_backward), save_dim_op(kScatterValue))
       .vmap(dim_op_vmap_rule(r, kScatterValue, {0, 2}, 0))
       .dtypes(kAll)
       .samples(scatter_value_sample);
@@ -1570,7 +1508,7 @@ void register_indexing(Library& lib) {
         check_scatter(kScatterAdd, self, dim, index, &src);
         return empty(self.sizes(), self.options());
       })
-      .autograd(formula(scatter_add_backward), save_dim_op(kScatterAdd))
+      .autograd(with_ops(r, scatter_add_backward), save_dim_op(kScatterAdd))
       .vmap(dim_op_vmap_rule(r, kScatterAdd, {0, 2, 3}, 0))
       .dtypes(kAll)
       .samples(scatter_src_sample);
@@ -1587,7 +1525,7 @@ void register_indexing(Library& lib) {
         check_scatter(kScatterReduce, self, dim, index, &src);
         return empty(self.sizes(), self.options());
       })
-      .autograd(formula(scatter_reduce_backward),
+      .autograd(with_ops(r, scatter_reduce_backward),
                 [](AutogradContext& ctx, const Stack& in, const Stack& out) {
                   save_dim_op(kScatterReduce)(ctx, in, out);
                   ctx.set("reduce", in[4]);
@@ -1602,7 +1540,7 @@ void register_indexing(Library& lib) {
             "the slices of self along dim at the positions of a 1-d (or 0-d) int64/int32 index, no negative values")
       .cpu(index_select_cpu)
       .fake(index_select_fake)
-      .autograd(formula(index_select_backward),
+      .autograd(with_ops(r, index_select_backward),
                 [](AutogradContext& ctx, const Stack& in, const Stack&) {
                   const Tensor& self = in[0].to_tensor();
                   ctx.set("self_sizes", IValue(to_sizes(self.sizes())));
@@ -1619,7 +1557,7 @@ void register_indexing(Library& lib) {
             "bool masks, broadcast together; non-adjacent indexed dims go first in the result")
       .cpu(index_cpu)
       .fake(index_fake)
-      .autograd(formula(index_backward),
+      .autograd(with_ops(r, index_backward),
                 [](AutogradContext& ctx, const Stack& in, const Stack&) {
                   ctx.set("self_sizes", IValue(to_sizes(in[0].to_tensor().sizes())));
                   ctx.set("indices", in[1]);
@@ -1632,7 +1570,7 @@ void register_indexing(Library& lib) {
             "without accumulate the last duplicate in row-major order wins (PyTorch leaves it unspecified)")
       .cpu(index_put_cpu)
       .fake(index_put_fake)
-      .autograd(formula(index_put_backward),
+      .autograd(with_ops(r, index_put_backward),
                 [](AutogradContext& ctx, const Stack& in, const Stack&) {
                   ctx.set("self_sizes", IValue(to_sizes(in[0].to_tensor().sizes())));
                   ctx.set("indices", in[1]);
@@ -1647,7 +1585,7 @@ void register_indexing(Library& lib) {
             "a copy of self (same strides and storage offset) with self.select(dim, index) replaced by src")
       .cpu(select_scatter_impl)
       .fake(select_scatter_impl)
-      .autograd(formula(select_scatter_backward),
+      .autograd(with_ops(r, select_scatter_backward),
                 [](AutogradContext& ctx, const Stack& in, const Stack&) {
                   ctx.set("src_sizes", IValue(to_sizes(in[1].to_tensor().sizes())));
                   ctx.set("dim", in[2]);
@@ -1662,7 +1600,7 @@ void register_indexing(Library& lib) {
             kFamily, "a copy of self (same strides and storage offset) with self.slice(dim, start, end, step) replaced by src")
       .cpu(slice_scatter_impl)
       .fake(slice_scatter_impl)
-      .autograd(formula(slice_scatter_backward),
+      .autograd(with_ops(r, slice_scatter_backward),
                 [](AutogradContext& ctx, const Stack& in, const Stack&) {
                   ctx.set("src_sizes", IValue(to_sizes(in[1].to_tensor().sizes())));
                   ctx.set("dim", in[2]);
@@ -1677,7 +1615,7 @@ void register_indexing(Library& lib) {
             "self broadcast with mask, its masked elements replaced by source's first elements in row-major order")
       .cpu(masked_scatter_cpu)
       .fake(masked_scatter_fake)
-      .autograd(formula(masked_scatter_backward),
+      .autograd(with_ops(r, masked_scatter_backward),
                 [](AutogradContext& ctx, const Stack& in, const Stack&) {
                   ctx.set("self_sizes", IValue(to_sizes(in[0].to_tensor().sizes())));
                   ctx.set("source_sizes", IValue(to_sizes(in[2].to_tensor().sizes())));
@@ -1695,7 +1633,7 @@ void register_indexing(Library& lib) {
             "scale_grad_by_freq act on the gradient; sparse ignored (the gradient is dense)")
       .cpu(embedding_cpu)
       .fake(embedding_fake)
-      .autograd(formula(embedding_backward),
+      .autograd(with_ops(r, embedding_backward),
                 [](AutogradContext& ctx, const Stack& in, const Stack&) {
                   ctx.set("num_weights", IValue(in[0].to_tensor().size(0)));
                   ctx.set("padding_idx", in[2]);
@@ -1712,7 +1650,7 @@ void register_indexing(Library& lib) {
             "with scale_grad_by_freq), in the wide type")
       .cpu(embedding_backward_cpu)
       .fake(embedding_backward_fake)
-      .autograd(formula(embedding_dense_backward_backward),
+      .autograd(with_ops(r, embedding_dense_backward_backward),
                 [](AutogradContext& ctx, const Stack& in, const Stack&) {
                   ctx.set("grad_sizes", IValue(to_sizes(in[0].to_tensor().sizes())));
                   ctx.set("num_weights", in[2]);

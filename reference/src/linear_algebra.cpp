@@ -44,20 +44,13 @@ void check_inner(std::string_view op, const Tensor& a, std::string_view a_name, 
                   "' cannot be multiplied (shapes ", shape_string(a.sizes()), " and ", shape_string(b.sizes()), ")");
 }
 
-void check_mm(std::string_view op, const Tensor& self, const Tensor& mat2) {
-  check_rank(op, self, "self", 2);
-  check_rank(op, mat2, "mat2", 2);
+// mm (rank 2) and bmm (rank 3): self [.., n, k] times mat2 [.., k, m], one dtype, one batch size.
+void check_matmul(std::string_view op, const Tensor& self, const Tensor& mat2, int64_t rank) {
+  check_rank(op, self, "self", rank);
+  check_rank(op, mat2, "mat2", rank);
   check_same_dtype(op, self, "self", mat2, "mat2");
   check_product_dtype(op, self.dtype());
-  check_inner(op, self, "self", mat2, "mat2");
-}
-
-void check_bmm(std::string_view op, const Tensor& self, const Tensor& mat2) {
-  check_rank(op, self, "self", 3);
-  check_rank(op, mat2, "mat2", 3);
-  check_same_dtype(op, self, "self", mat2, "mat2");
-  check_product_dtype(op, self.dtype());
-  OPCONFORM_CHECK(self.size(0) == mat2.size(0), ErrorCode::kInvalidArgument, op,
+  OPCONFORM_CHECK(rank == 2 || self.size(0) == mat2.size(0), ErrorCode::kInvalidArgument, op,
                   ": arguments 'self' and 'mat2' must have the same batch size, got ", shape_string(self.sizes()),
                   " and ", shape_string(mat2.sizes()));
   check_inner(op, self, "self", mat2, "mat2");
@@ -90,17 +83,6 @@ std::vector<int64_t> check_addmm(std::string_view op, const Tensor& self, const 
 }
 
 // ---- the kernel ----
-
-template <typename W>
-W plus(W a, W b) {
-  if constexpr (std::is_same_v<W, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  else return a + b;
-}
-template <typename W>
-W times(W a, W b) {
-  if constexpr (std::is_same_v<W, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-  else return a * b;
-}
 
 // [B, n, k] @ [B, k, m] -> a contiguous [B, n, m] in the wide type W.
 template <typename W>
@@ -165,7 +147,7 @@ Tensor transposed(const Ops& ops, const Tensor& t) {
   std::vector<int64_t> dims(t.dim());
   for (int64_t d = 0; d < t.dim(); ++d) dims[d] = d;
   std::swap(dims[t.dim() - 1], dims[t.dim() - 2]);
-  return ops.tensor("aten::permute", {t, IValue(dims)});
+  return ops.permute(t, std::move(dims));
 }
 
 // d(a @ b): grad_a = g @ b^T, grad_b = a^T @ g, with `matmul` mm or bmm.
@@ -208,11 +190,11 @@ void register_linear_algebra(Library& lib) {
     OpBuilder b(lib, "aten::mm(Tensor self, Tensor mat2) -> Tensor", fam, "matrix product [n, k] @ [k, m]");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, const Tensor& mat2) {
-       check_mm(name, self, mat2);
+       check_matmul(name, self, mat2, 2);
        return product(name, self.unsqueeze(0), mat2.unsqueeze(0)).squeeze(0);
      })
         .fake([name](const Tensor& self, const Tensor& mat2) {
-          check_mm(name, self, mat2);
+          check_matmul(name, self, mat2, 2);
           return empty({self.size(0), mat2.size(1)}, self.options());
         })
         .autograd([ops](autograd::AutogradContext& ctx, const Grads& g) { return product_grads(ops, "aten::mm", ctx, g[0], 0, 1); },
@@ -236,11 +218,11 @@ void register_linear_algebra(Library& lib) {
     OpBuilder b(lib, "aten::bmm(Tensor self, Tensor mat2) -> Tensor", fam, "batched matrix product [b, n, k] @ [b, k, m]");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, const Tensor& mat2) {
-       check_bmm(name, self, mat2);
+       check_matmul(name, self, mat2, 3);
        return product(name, self, mat2);
      })
         .fake([name](const Tensor& self, const Tensor& mat2) {
-          check_bmm(name, self, mat2);
+          check_matmul(name, self, mat2, 3);
           return empty({self.size(0), self.size(1), mat2.size(2)}, self.options());
         })
         .autograd([ops](autograd::AutogradContext& ctx, const Grads& g) { return product_grads(ops, "aten::bmm", ctx, g[0], 0, 1); },

@@ -32,16 +32,11 @@ int64_t product(const Ints& v, size_t from = 0, size_t to = SIZE_MAX) {
   return p;
 }
 
-void require_floating(std::string_view op, const Tensor& t, std::string_view arg) {
-  OPCONFORM_CHECK(is_floating(t.dtype()), ErrorCode::kNotImplemented, op, ": argument '", arg, "' has dtype ",
-                  name(t.dtype()), "; the operator supports floating dtypes only");
-}
-
 // The dtype of the statistics: the input's, or float32 when a float16/bfloat16 input comes with
 // float32 parameters (PyTorch's "mixed type"). Any other mix is an error, as PyTorch's kernels.
 DType parameter_dtype(std::string_view op, const Tensor& input,
                       const std::vector<std::pair<const MaybeTensor*, const char*>>& params) {
-  require_floating(op, input, "input");
+  require_dtype(op, input, kFloating, "input");
   const bool reduced = input.dtype() == DType::Float16 || input.dtype() == DType::BFloat16;
   std::optional<DType> common;
   for (const auto& [p, arg] : params) {
@@ -86,6 +81,26 @@ Moments row_moments(const std::vector<double>& x, int64_t rows, int64_t len) {
   return m;
 }
 
+// Each row of `len` values normalized with its moments, then scaled and shifted by the parameters
+// k = param(row, i) of its elements: y = (x - mean) rstd w[k] + b[k], rstd = 1 / sqrt(var + eps).
+struct NormalizedRows {
+  std::vector<double> y, mean, rstd;
+};
+template <typename Param>
+NormalizedRows normalize_rows(const std::vector<double>& x, int64_t rows, int64_t len, double eps,
+                              const std::vector<double>& w, const std::vector<double>& b, Param param) {
+  const Moments m = row_moments(x, rows, len);
+  NormalizedRows out{std::vector<double>(x.size()), m.mean, std::vector<double>(rows)};
+  for (int64_t r = 0; r < rows; ++r) {
+    out.rstd[r] = 1 / std::sqrt(m.var[r] + eps);
+    for (int64_t i = 0; i < len; ++i) {
+      const size_t at = static_cast<size_t>(r * len + i), k = static_cast<size_t>(param(r, i));
+      out.y[at] = (x[at] - m.mean[r]) * out.rstd[r] * w[k] + b[k];
+    }
+  }
+  return out;
+}
+
 // A contiguous tensor of dtype d from float64 values in row-major order.
 Tensor make(const std::vector<double>& values, const Ints& sizes, DType d) {
   return from_vector<double>(values, sizes).to(d);
@@ -93,10 +108,6 @@ Tensor make(const std::vector<double>& values, const Ints& sizes, DType d) {
 
 // ---- formulas ----
 
-Tensor contiguous(const Ops& ops, const Tensor& t) {
-  return t.is_contiguous() ? t : ops.tensor("aten::clone", {t, IValue(MemoryFormat::Contiguous)});
-}
-Tensor reshape(const Ops& ops, const Tensor& t, Ints sizes) { return ops.view(contiguous(ops, t), std::move(sizes)); }
 Tensor mean_dims(const Ops& ops, const Tensor& t, Ints dims) {
   return ops.tensor("aten::mean.dim", {t, IValue(std::move(dims)), IValue(true)});
 }
@@ -148,17 +159,9 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_cpu(std::string_view op, const Ten
   const LayerNormPlan p = plan_layer_norm(op, input, normalized, weight, bias);
   const std::vector<double> x = input.to_vector<double>();
   const std::vector<double> w = values_or(weight, p.len, 1), b = values_or(bias, p.len, 0);
-  const Moments m = row_moments(x, p.rows, p.len);
-  std::vector<double> y(x.size()), rstd(p.rows);
-  for (int64_t r = 0; r < p.rows; ++r) {
-    rstd[r] = 1 / std::sqrt(m.var[r] + eps);
-    for (int64_t i = 0; i < p.len; ++i) {
-      const size_t at = static_cast<size_t>(r * p.len + i);
-      y[at] = (x[at] - m.mean[r]) * rstd[r] * w[i] + b[i];
-    }
-  }
-  return {make(y, sizes_of(input), input.dtype()), make(m.mean, p.stat_sizes, p.stat_dtype),
-          make(rstd, p.stat_sizes, p.stat_dtype)};
+  const NormalizedRows n = normalize_rows(x, p.rows, p.len, eps, w, b, [](int64_t, int64_t i) { return i; });
+  return {make(n.y, sizes_of(input), input.dtype()), make(n.mean, p.stat_sizes, p.stat_dtype),
+          make(n.rstd, p.stat_sizes, p.stat_dtype)};
 }
 
 Grads layer_norm_backward(const Ops& ops, autograd::AutogradContext& ctx, const Grads& g) {
@@ -210,34 +213,28 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_cpu(std::string_view op, const Ten
   const GroupNormPlan p = plan_group_norm(op, input, weight, bias, n, c, hxw, group);
   const std::vector<double> x = input.to_vector<double>();
   const std::vector<double> w = values_or(weight, c, 1), b = values_or(bias, c, 0);
-  const Moments m = row_moments(x, p.rows, p.len);  // a row: one group of one sample
-  std::vector<double> y(x.size()), rstd(p.rows);
-  for (int64_t r = 0; r < p.rows; ++r) {
-    rstd[r] = 1 / std::sqrt(m.var[r] + eps);
-    for (int64_t i = 0; i < p.len; ++i) {
-      const int64_t channel = (r % group) * p.channels_per_group + i / std::max<int64_t>(hxw, 1);
-      const size_t at = static_cast<size_t>(r * p.len + i);
-      y[at] = (x[at] - m.mean[r]) * rstd[r] * w[channel] + b[channel];
-    }
-  }
-  return {make(y, sizes_of(input), input.dtype()), make(m.mean, {n, group}, p.stat_dtype),
-          make(rstd, {n, group}, p.stat_dtype)};
+  // A row: one group of one sample; its elements' parameters are their channels'.
+  const NormalizedRows rows = normalize_rows(x, p.rows, p.len, eps, w, b, [&](int64_t r, int64_t i) {
+    return (r % group) * p.channels_per_group + i / std::max<int64_t>(hxw, 1);
+  });
+  return {make(rows.y, sizes_of(input), input.dtype()), make(rows.mean, {n, group}, p.stat_dtype),
+          make(rows.rstd, {n, group}, p.stat_dtype)};
 }
 
 Grads group_norm_backward(const Ops& ops, autograd::AutogradContext& ctx, const Grads& g) {
   const auto saved = ctx.saved_tensors();  // input, [weight], [bias], out, mean, rstd
   const Tensor& x = saved[0];
   const bool has_weight = ctx.get("has_weight").to_bool();
-  const int64_t n = ctx.get("arg3").to_int(), c = ctx.get("arg4").to_int(), hxw = ctx.get("arg5").to_int(),
-                group = ctx.get("arg6").to_int();
+  const int64_t n = saved_argument(ctx, 3).to_int(), c = saved_argument(ctx, 4).to_int(), hxw = saved_argument(ctx, 5).to_int(),
+                group = saved_argument(ctx, 6).to_int();
   const int64_t len = c / group * hxw;
-  auto rows = [&](const Tensor& t) { return reshape(ops, t, {n, group, len}); };
-  auto channels = [&](const Tensor& t) { return reshape(ops, t, {n, c, hxw}); };
-  auto stat = [&](const Tensor& t) { return reshape(ops, t, {n, group, 1}); };
+  auto rows = [&](const Tensor& t) { return ops.reshape(t, {n, group, len}); };
+  auto channels = [&](const Tensor& t) { return ops.reshape(t, {n, c, hxw}); };
+  auto stat = [&](const Tensor& t) { return ops.reshape(t, {n, group, 1}); };
   const Tensor mean = stat(saved[saved.size() - 2]), rstd = stat(saved.back());
 
   Tensor xhat = ops.mul(ops.sub(rows(x), mean), rstd);
-  Tensor gxhat = has_weight ? rows(ops.mul(channels(g[0]), reshape(ops, saved[1], {1, c, 1}))) : rows(g[0]);
+  Tensor gxhat = has_weight ? rows(ops.mul(channels(g[0]), ops.reshape(saved[1], {1, c, 1}))) : rows(g[0]);
   Grads out(8);
   if (ctx.needs_input_grad(0)) {
     Tensor gx = normalized_input_grad(ops, gxhat, xhat, rstd, stat(g[1]), stat(g[2]), {2}, len);
@@ -268,12 +265,7 @@ DType plan_batch_norm(std::string_view op, const Tensor& input, const MaybeTenso
 // The channel dim of every element of a contiguous tensor of these sizes.
 int64_t channel_of(int64_t flat, const Ints& sizes) { return flat / product(sizes, 2) % sizes[1]; }
 
-// Non-channel dims (0, 2, 3, ...) and the shape [1, C, 1, ...] a per-channel parameter broadcasts as.
-Ints non_channel_dims(int64_t rank) {
-  Ints dims{0};
-  for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
-  return dims;
-}
+// The shape [1, C, 1, ...] a per-channel parameter broadcasts as.
 Ints channel_shape(const Tensor& input) {
   Ints s(static_cast<size_t>(input.dim()), 1);
   s[1] = input.size(1);
@@ -285,9 +277,9 @@ Grads batch_norm_backward(const Ops& ops, autograd::AutogradContext& ctx, const 
   const Tensor& x = saved[0];
   const bool has_weight = ctx.get("has_weight").to_bool(), has_bias = ctx.get("has_bias").to_bool();
   const size_t stats = 1 + has_weight + has_bias;
-  const double eps = ctx.get("arg6").to_double();
+  const double eps = saved_argument(ctx, 6).to_double();
   const Ints shape = channel_shape(x), dims = non_channel_dims(x.dim());
-  auto per_channel = [&](const Tensor& t) { return reshape(ops, t, shape); };
+  auto per_channel = [&](const Tensor& t) { return ops.reshape(t, shape); };
   const Tensor mean = per_channel(saved[stats]);
   const Tensor inv_std = ops.tensor("aten::rsqrt", {ops.add(per_channel(saved[stats + 1]), eps)});
   Tensor xhat = ops.mul(ops.sub(x, mean), inv_std);
@@ -307,13 +299,12 @@ Grads batch_norm_backward(const Ops& ops, autograd::AutogradContext& ctx, const 
 }
 
 // setup_context for the norms: tensor inputs and outputs saved, which optional parameters were
-// given, and the non-tensor arguments as "arg<i>".
+// given, and the other arguments.
 void save_norm_context(autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs,
                        const std::vector<std::pair<size_t, const char*>>& optional_params) {
   save_inputs_and_outputs(ctx, inputs, outputs);
   for (const auto& [i, key] : optional_params) ctx.set(key, IValue(!inputs[i].is_none()));
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (!inputs[i].is_tensor() && !inputs[i].is_none()) ctx.set("arg" + std::to_string(i), inputs[i]);
+  save_arguments(ctx, inputs);
 }
 
 // ---- dropout ----
@@ -324,7 +315,7 @@ bool is_training(const std::optional<bool>& train) { return !train || *train; }
 // order of the input and the contiguous mask) and a contiguous mask; in eval, clones of the input.
 std::pair<Tensor, Tensor> empty_dropout_results(std::string_view op, const Tensor& input, double p,
                                                 const std::optional<bool>& train) {
-  require_floating(op, input, "input");
+  require_dtype(op, input, kFloating, "input");
   const Ints sizes = sizes_of(input);
   if (is_training(train)) {
     OPCONFORM_CHECK(p >= 0 && p <= 1, ErrorCode::kInvalidArgument, op, ": argument 'p' must be in [0, 1], got ", p);
@@ -388,7 +379,7 @@ void register_normalization(Library& lib) {
           const TensorOptions stats(p.stat_dtype, input.device());
           return std::make_tuple(empty(input.sizes(), input.options()), empty(p.stat_sizes, stats), empty(p.stat_sizes, stats));
         })
-        .autograd([ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) { return layer_norm_backward(ops, ctx, g); },
+        .autograd(with_ops(r, layer_norm_backward),
                   [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
                     save_norm_context(ctx, inputs, outputs, {{2, "has_weight"}});
                     const Tensor& x = inputs[0].to_tensor();
@@ -422,7 +413,7 @@ void register_normalization(Library& lib) {
           const TensorOptions stats(p.stat_dtype, input.device());
           return std::make_tuple(empty(input.sizes(), input.options()), empty({n, group}, stats), empty({n, group}, stats));
         })
-        .autograd([ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) { return group_norm_backward(ops, ctx, g); },
+        .autograd(with_ops(r, group_norm_backward),
                   [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
                     save_norm_context(ctx, inputs, outputs, {{1, "has_weight"}});
                   })
@@ -466,7 +457,7 @@ void register_normalization(Library& lib) {
           const TensorOptions stats(plan_batch_norm(name, input, weight, bias, running_mean, running_var), input.device());
           return std::make_tuple(empty(input.sizes(), input.options()), empty({0}, stats), empty({0}, stats));
         })
-        .autograd([ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) { return batch_norm_backward(ops, ctx, g); },
+        .autograd(with_ops(r, batch_norm_backward),
                   [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
                     save_norm_context(ctx, inputs, {}, {{1, "has_weight"}, {2, "has_bias"}});
                   })
@@ -514,13 +505,12 @@ void register_normalization(Library& lib) {
           Stack results;
           if (training && info.randomness == Randomness::Same) {
             Ints sample_sizes(x.sizes().begin() + 1, x.sizes().end());
-            Tensor ones_sample = ops.tensor("aten::full", {IValue(sample_sizes), IValue(1.0), IValue(x.dtype()), IValue(),
-                                                           IValue(x.device())});
+            Tensor ones_sample = ops.full(sample_sizes, 1.0, x);
             Stack one = ops.call(name, {IValue(ones_sample), inputs[1], inputs[2]});
             Tensor mask = one[1].to_tensor();
             Tensor out = ops.mul(ops.mul(x, mask), dropout_scale(inputs[1].to_double(), true));
             Ints batched_sizes(x.sizes().begin(), x.sizes().end());
-            results = {IValue(out), IValue(ops.expand(ops.tensor("aten::unsqueeze", {mask, IValue(int64_t{0})}), batched_sizes))};
+            results = {IValue(out), IValue(ops.expand(ops.unsqueeze(mask, 0), batched_sizes))};
           } else {
             results = ops.call(name, {IValue(x), inputs[1], inputs[2]});
           }

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "opconform/core/error.h"
 #include "opconform/reference/detail/op_builder.h"
 
 namespace opconform::reference {
@@ -78,16 +79,25 @@ OpBuilder::OpBuilder(Library& lib, std::string_view schema, std::string family, 
                      SourceLocation loc)
     : lib_(&lib), loc_(loc) {
   info_.nondeterministic = std::find(tags.begin(), tags.end(), Tag::nondeterministic_seeded) != tags.end();
+  out_ = std::find(tags.begin(), tags.end(), Tag::out) != tags.end();
   info_.name = lib.define(schema, std::move(tags), "", loc);
   info_.schema = std::string(schema);
   info_.family = std::move(family);
   info_.doc = std::move(doc);
+  if (out_) {
+    lib_->impl(info_.name, autograd::refuse_autograd_kernel(std::string(autograd::kOutOperatorReason)),
+               DispatchKey::Autograd, {}, loc_);
+  }
   commit();
 }
 
 OpBuilder& OpBuilder::autograd(autograd::BackwardFn backward, autograd::SetupContextFn setup, bool double_backward) {
-  lib_->impl(info_.name, autograd::make_autograd_kernel(std::move(backward), std::move(setup)), DispatchKey::Autograd,
-             {}, loc_);
+  return autograd_kernel(autograd::make_autograd_kernel(std::move(backward), std::move(setup)), double_backward);
+}
+
+OpBuilder& OpBuilder::autograd_kernel(KernelFunction kernel, bool double_backward) {
+  OPCONFORM_CHECK(!out_, ErrorCode::kRegistration, info_.name, ": out= operators do not support autograd");
+  lib_->impl(info_.name, std::move(kernel), DispatchKey::Autograd, {}, loc_);
   info_.autograd = true;
   info_.double_backward = double_backward;
   return commit();

@@ -1,10 +1,15 @@
 #include "opconform/reference/detail/op_support.h"
 
 #include <algorithm>
+#include <span>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <utility>
 
 #include "opconform/core/error.h"
-#include "opconform/reference/detail/calls.h"
 #include "opconform/core/fake_tensor.h"
+#include "opconform/reference/detail/calls.h"
 
 namespace opconform::reference::detail {
 
@@ -59,7 +64,7 @@ VmapRule elementwise_vmap_rule(Registry& registry, std::string op) {
     for (size_t i = 0; i < args.size(); ++i) {
       if (!args[i].is_tensor() || !in_dims[i]) continue;
       Tensor t = move_batch_dim(args[i].to_tensor(), in_dims[i], 0, info.batch_size);
-      while (t.dim() - 1 < max_rank) t = ops.tensor("aten::unsqueeze", {t, IValue(int64_t{1})});
+      while (t.dim() - 1 < max_rank) t = ops.unsqueeze(t, 1);
       args[i] = IValue(t);
     }
     Stack outputs = ops.call(op, std::move(args));
@@ -69,6 +74,31 @@ VmapRule elementwise_vmap_rule(Registry& registry, std::string op) {
     }
     std::vector<std::optional<int64_t>> out_dims(outputs.size(), int64_t{0});
     return std::make_pair(std::move(outputs), std::move(out_dims));
+  };
+}
+
+void save_arguments(autograd::AutogradContext& ctx, const Stack& inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].is_tensor()) ctx.set("arg" + std::to_string(i), inputs[i]);
+}
+
+const IValue& saved_argument(const autograd::AutogradContext& ctx, size_t i) {
+  return ctx.get("arg" + std::to_string(i));
+}
+
+void save_argument_count(autograd::AutogradContext& ctx, const Stack& inputs) {
+  ctx.set("arguments", IValue(static_cast<int64_t>(inputs.size())));
+}
+
+std::vector<Tensor> self_gradient(const autograd::AutogradContext& ctx, Tensor grad) {
+  std::vector<Tensor> grads(static_cast<size_t>(ctx.get("arguments").to_int()));
+  grads[0] = std::move(grad);
+  return grads;
+}
+
+autograd::BackwardFn with_ops(Registry& registry, OpsBackwardFn backward) {
+  return [ops = Ops(registry), backward](autograd::AutogradContext& ctx, const std::vector<Tensor>& grads) {
+    return backward(ops, ctx, grads);
   };
 }
 
@@ -90,11 +120,163 @@ void save_inputs_and_outputs(autograd::AutogradContext& ctx, const Stack& inputs
   ctx.save_for_backward(std::move(saved));
 }
 
+Tensor one_hot(const Ops& ops, const Tensor& index, int64_t d, int64_t n) {
+  std::vector<int64_t> positions_shape(static_cast<size_t>(index.dim()), 1);
+  positions_shape[static_cast<size_t>(d)] = n;
+  std::vector<int64_t> positions(static_cast<size_t>(n));
+  std::iota(positions.begin(), positions.end(), int64_t{0});
+  return ops.tensor("aten::eq.Tensor", {from_vector<int64_t>(positions, positions_shape).to(index.device()), index});
+}
+
+KernelFunction inplace_autograd_kernel(Registry& registry, autograd::BackwardFn backward, InplaceSetupFn setup) {
+  return KernelFunction::from_boxed([ops = Ops(registry), backward = std::move(backward), setup = std::move(setup)](
+                                        const OperatorHandle& op, DispatchKeySet keys, Stack& stack) {
+    // The condition under which the formula's kernel records (and so runs setup_context).
+    const size_t base = stack.size() - op.schema().arguments.size();
+    bool records = false;
+    for (size_t i = base; i < stack.size() && autograd::GradMode::is_enabled(); ++i) {
+      if (stack[i].is_tensor()) records = records || stack[i].to_tensor().requires_grad();
+      if (stack[i].is_tensor_list()) {
+        for (const Tensor& t : stack[i].to_tensor_list()) records = records || (t.defined() && t.requires_grad());
+      }
+    }
+    auto original = std::make_shared<Tensor>(records ? ops.tensor("aten::clone", {stack[base]}) : Tensor());
+    // A kernel per call, so that the copy travels with the call (no state outside it). The node it
+    // records keeps this closure: setup takes the copy out of it.
+    autograd::make_autograd_kernel(backward, [setup, original](autograd::AutogradContext& ctx, const Stack& inputs,
+                                                               const Stack& outputs) {
+      setup(ctx, inputs, outputs, std::exchange(*original, Tensor()));
+    }).call_boxed(op, keys, stack);
+  });
+}
+
 int64_t wrap_dim(int64_t dim, int64_t rank, std::string_view op, std::string_view arg) {
   const int64_t r = std::max<int64_t>(rank, 1);
   OPCONFORM_CHECK(dim >= -r && dim < r, ErrorCode::kInvalidArgument, op, ": ", arg, " ", dim,
                   " is out of range for a tensor of rank ", rank, " (expected [", -r, ", ", r - 1, "])");
   return dim < 0 ? dim + r : dim;
+}
+
+std::vector<bool> dim_mask(const std::vector<int64_t>& dims, int64_t rank, std::string_view op, std::string_view arg) {
+  std::vector<bool> mask(static_cast<size_t>(std::max<int64_t>(rank, 1)), false);
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(d, rank, op, arg);
+    OPCONFORM_CHECK(!mask[static_cast<size_t>(w)], ErrorCode::kInvalidArgument, op, ": dim ", w,
+                    " appears multiple times in the list of dims (argument '", arg, "')");
+    mask[static_cast<size_t>(w)] = true;
+  }
+  return mask;
+}
+
+void check_strided(std::string_view op, std::optional<Layout> layout, std::optional<bool> pin_memory) {
+  OPCONFORM_CHECK(!layout || *layout == Layout::Strided, ErrorCode::kNotImplemented, op, ": layout '",
+                  to_string(*layout), "' is not supported (only strided tensors)");
+  OPCONFORM_CHECK(!pin_memory || !*pin_memory, ErrorCode::kNotImplemented, op,
+                  ": pin_memory=True needs an accelerator runtime");
+}
+
+void require_dtype(std::string_view op, const Tensor& t, const std::vector<DType>& allowed, std::string_view arg) {
+  if (std::find(allowed.begin(), allowed.end(), t.dtype()) != allowed.end()) return;
+  std::string taken;
+  for (DType d : allowed) taken += (taken.empty() ? "" : ", ") + std::string(name(d));
+  throw Error(ErrorCode::kNotImplemented, opconform::detail::concat(op, ": argument '", arg, "' has dtype ",
+                                                                     name(t.dtype()), ", which the operator does not "
+                                                                     "support (it takes ", taken, ")"));
+}
+
+std::vector<int64_t> non_channel_dims(int64_t rank) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
+  return dims;
+}
+
+int64_t draw_dim(conformance::SampleDraw& draw, int64_t rank) {
+  const int64_t r = std::max<int64_t>(rank, 1);
+  return draw.integer(-r, r - 1);
+}
+
+Tensor draw_tie_free(conformance::SampleDraw& draw, const std::vector<int64_t>& shape, DType dtype) {
+  Tensor t = draw.tensor(shape, dtype, {}, /*mutable_input=*/true);
+  if (!is_floating(dtype) || t.numel() == 0) return t;
+  const auto drawn = t.to_vector<double>();
+  if (!std::all_of(drawn.begin(), drawn.end(), [](double v) { return std::isfinite(v); })) return t;
+  const int64_t n = t.numel();
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  for (int64_t i = 0; i + 1 < n; ++i) std::swap(order[i], order[draw.integer(i, n - 1)]);
+  std::vector<double> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t code = order[i];
+    const double magnitude = std::ldexp(1.0 + static_cast<double>((code / 2) % 128) / 128, static_cast<int>(code / 256));
+    values[i] = code % 2 ? -magnitude : magnitude;
+  }
+  t.copy_(from_vector<double>(values, shape));
+  return t;
+}
+
+// ---- memory formats (PyTorch's suggest_memory_format / empty_like rules) ----
+
+// c10's is_channels_last_strides_2d / _3d: does this 4-d (5-d) layout look channels-last?
+bool strides_like_channels_last(IntArrayRef sizes, IntArrayRef strides) {
+  static constexpr size_t order4[] = {1, 3, 2, 0};
+  static constexpr size_t order5[] = {1, 4, 3, 2, 0};
+  std::span<const size_t> order;
+  if (sizes.size() == 4)
+    order = order4;
+  else if (sizes.size() == 5)
+    order = order5;
+  else
+    return false;
+  if (strides[1] == 0) return false;
+  int64_t min = 0;
+  for (size_t d : order) {
+    if (sizes[d] == 0 || strides[d] < min) return false;
+    if (d == 0 && min == strides[1]) return false;  // ambiguous (N111): contiguous wins
+    min = strides[d] * (sizes[d] > 1 ? sizes[d] : 1);
+  }
+  return true;
+}
+
+// c10's get_channels_last_strides_2d / _3d (channel dim innermost).
+std::vector<int64_t> channels_last_strides(IntArrayRef sizes) {
+  std::vector<int64_t> st(sizes.size());
+  const size_t n = sizes.size();
+  st[1] = 1;
+  st[n - 1] = sizes[1];
+  for (size_t d = n - 1; d-- > 2;) st[d] = st[d + 1] * sizes[d + 1];
+  st[0] = st[2] * sizes[2];
+  return st;
+}
+
+// The strides of a new tensor shaped like `self` in `format` (empty_like / clone).
+std::vector<int64_t> strides_for_format(const Tensor& self, MemoryFormat format, std::string_view op) {
+  switch (format) {
+    case MemoryFormat::Preserve:
+      if (self.is_non_overlapping_and_dense()) return std::vector<int64_t>(self.strides().begin(), self.strides().end());
+      return strides_like_channels_last(self.sizes(), self.strides()) ? channels_last_strides(self.sizes())
+                                                                      : contiguous_strides(self.sizes());
+    case MemoryFormat::Contiguous: return contiguous_strides(self.sizes());
+    case MemoryFormat::ChannelsLast:
+      OPCONFORM_CHECK(self.dim() == 4, ErrorCode::kInvalidArgument, op,
+                      ": required rank 4 tensor to use channels_last format, got rank ", self.dim());
+      return channels_last_strides(self.sizes());
+    case MemoryFormat::ChannelsLast3d:
+      OPCONFORM_CHECK(self.dim() == 5, ErrorCode::kInvalidArgument, op,
+                      ": required rank 5 tensor to use channels_last_3d format, got rank ", self.dim());
+      return channels_last_strides(self.sizes());
+  }
+  return contiguous_strides(self.sizes());
+}
+
+// The memory format PyTorch suggests for a layout (for outputs "like" an input).
+std::vector<int64_t> suggested_strides(const Tensor& t) {
+  return strides_like_channels_last(t.sizes(), t.strides()) ? channels_last_strides(t.sizes())
+                                                            : contiguous_strides(t.sizes());
+}
+
+// A new uninitialised tensor shaped like self in `format` (fake under FakeTensorMode).
+Tensor new_like(const Tensor& self, MemoryFormat format, TensorOptions options, std::string_view op) {
+  return empty_strided(self.sizes(), strides_for_format(self, format, op), options);
 }
 
 }  // namespace opconform::reference::detail

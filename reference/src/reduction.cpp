@@ -68,14 +68,8 @@ Reduction reduction_of(std::string_view op, const Tensor& self, const DimList& d
   if (!dims || (dims->empty() && empty_is_all)) {
     r.mask.assign(rank, true);
   } else {
-    std::vector<bool> seen(std::max<int64_t>(rank, 1), false);
-    for (int64_t d : *dims) {
-      const int64_t w = wrap_dim(d, rank, op);
-      OPCONFORM_CHECK(!seen[w], ErrorCode::kInvalidArgument, op, ": dim ", w,
-                      " appears multiple times in the list of dims (argument 'dim')");
-      seen[w] = true;
-      if (rank > 0) r.mask[w] = true;
-    }
+    const std::vector<bool> named = dim_mask(*dims, rank, op);
+    for (int64_t d = 0; d < rank; ++d) r.mask[d] = named[d];
   }
   for (int64_t d = 0; d < rank; ++d)
     if (r.mask[d]) r.dims.push_back(d);
@@ -141,19 +135,6 @@ Tensor empty_reduction(const Tensor& self, const Reduction& r, DType out_dtype) 
 
 // ---- wide arithmetic ----
 
-// int64 sums and products wrap (two's complement, as PyTorch's integer kernels) instead of
-// overflowing, which C++ leaves undefined.
-template <typename W>
-W plus(W a, W b) {
-  if constexpr (std::is_same_v<W, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  else return a + b;
-}
-template <typename W>
-W times(W a, W b) {
-  if constexpr (std::is_same_v<W, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-  else return a * b;
-}
-
 template <typename W>
 W sum_of(const std::vector<W>& values) {
   W s{};
@@ -165,12 +146,6 @@ W product_of(const std::vector<W>& values) {
   W p(1);
   for (W v : values) p = times(p, v);
   return p;
-}
-
-template <typename W>
-bool is_nan(W v) {
-  if constexpr (std::is_same_v<W, double>) return std::isnan(v);
-  else return false;
 }
 
 // The position of the extreme value of a group: the first NaN (NaN propagates, as PyTorch's max
@@ -342,16 +317,6 @@ SavedReduction load_reduction(const autograd::AutogradContext& ctx) {
           ctx.get("keepdim").to_bool()};
 }
 
-// Backward returns one entry per schema argument: the input's gradient, then none for the rest.
-void remember_argument_count(autograd::AutogradContext& ctx, const Stack& inputs) {
-  ctx.set("arguments", IValue(static_cast<int64_t>(inputs.size())));
-}
-Grads self_gradient(const autograd::AutogradContext& ctx, Tensor grad) {
-  Grads grads(static_cast<size_t>(ctx.get("arguments").to_int()));
-  grads[0] = std::move(grad);
-  return grads;
-}
-
 using ParseReduction = std::function<Reduction(const Stack& inputs)>;
 
 // setup_context: the reduction's shape facts, plus the inputs and outputs when the formula needs them.
@@ -359,7 +324,7 @@ autograd::SetupContextFn remember(ParseReduction parse, bool save_tensors) {
   return [parse = std::move(parse), save_tensors](autograd::AutogradContext& ctx, const Stack& inputs,
                                                   const Stack& outputs) {
     save_reduction(ctx, parse(inputs));
-    remember_argument_count(ctx, inputs);
+    save_argument_count(ctx, inputs);
     if (save_tensors) save_inputs_and_outputs(ctx, inputs, outputs);
   };
 }
@@ -369,52 +334,37 @@ autograd::SetupContextFn remember(ParseReduction parse, bool save_tensors) {
 Tensor expand_back(const Ops& ops, const Tensor& t, const SavedReduction& r) {
   Tensor kept = t;
   if (!r.keepdim) {
-    for (int64_t d : r.dims) kept = ops.tensor("aten::unsqueeze", {kept, IValue(d)});
+    for (int64_t d : r.dims) kept = ops.unsqueeze(kept, d);
   }
   return ops.expand(kept, r.sizes);
-}
-
-Tensor constant_like(const Ops& ops, const Scalar& value, const Tensor& like) {
-  return ops.tensor("aten::full", {IValue(std::vector<int64_t>{}), IValue(value), IValue(like.dtype()), IValue(),
-                                   IValue(like.device())});
 }
 
 // For each element of x, the product of the other elements of its lane along dim d: x repeated
 // along a new dim (row i holds the whole lane) with the diagonal set to 1, multiplied out. Valid
 // with zeros, and differentiable again (unlike result / x).
 Tensor product_of_others_in_lane(const Ops& ops, const Tensor& x, int64_t d) {
-  if (x.dim() == 0) return constant_like(ops, 1, x);
+  if (x.dim() == 0) return ops.scalar_like(1, x);
   const int64_t n = x.size(d);
   std::vector<int64_t> repeated(x.sizes().begin(), x.sizes().end());
   repeated.insert(repeated.begin() + d, n);  // [..., i, j, ...]
-  Tensor rows = ops.expand(ops.tensor("aten::unsqueeze", {x, IValue(d)}), repeated);
+  Tensor rows = ops.expand(ops.unsqueeze(x, d), repeated);
   std::vector<bool> eye(static_cast<size_t>(n * n));
   for (int64_t i = 0; i < n; ++i) eye[static_cast<size_t>(i * n + i)] = true;
   std::vector<int64_t> eye_shape(repeated.size(), 1);
   eye_shape[d] = eye_shape[d + 1] = n;
   Tensor diagonal = from_vector<bool>(eye, eye_shape).to(x.device());
-  Tensor others = ops.where(diagonal, constant_like(ops, 1, x), rows);
+  Tensor others = ops.where(diagonal, ops.scalar_like(1, x), rows);
   return ops.tensor("aten::prod.dim_int", {others, IValue(d + 1), IValue(false)});
 }
 
 // The product of all other elements of x: the others in x's lane along the last dim, times the
 // product of all other lanes (the same question one rank lower, on the lane products).
 Tensor product_of_others(const Ops& ops, const Tensor& x) {
-  if (x.dim() == 0) return constant_like(ops, 1, x);
+  if (x.dim() == 0) return ops.scalar_like(1, x);
   const int64_t last = x.dim() - 1;
   Tensor lanes = ops.tensor("aten::prod.dim_int", {x, IValue(last), IValue(false)});
-  Tensor other_lanes = ops.tensor("aten::unsqueeze", {product_of_others(ops, lanes), IValue(last)});
+  Tensor other_lanes = ops.unsqueeze(product_of_others(ops, lanes), last);
   return ops.mul(product_of_others_in_lane(ops, x, last), other_lanes);
-}
-
-// The one-hot mask of `index` (int64, reduced dim d kept with size 1) over dim d of a tensor of
-// `sizes`: true where the position along d equals the index.
-Tensor one_hot_along(const Ops& ops, const Tensor& index, int64_t d, const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> positions_shape(sizes.size(), 1);
-  positions_shape[d] = sizes[d];
-  std::vector<int64_t> positions(static_cast<size_t>(sizes[d]));
-  for (int64_t i = 0; i < sizes[d]; ++i) positions[static_cast<size_t>(i)] = i;
-  return ops.tensor("aten::eq.Tensor", {from_vector<int64_t>(positions, positions_shape).to(index.device()), index});
 }
 
 // ---- vmap ----
@@ -431,7 +381,7 @@ VmapRule dim_list_vmap_rule(Registry& registry, std::string op) {
     std::vector<int64_t> physical;
     if (logical_rank == 0) {
       for (int64_t d : dims.value_or(std::vector<int64_t>{})) wrap_dim(d, 0, op);
-      x = ops.tensor("aten::unsqueeze", {x, IValue(int64_t{1})});
+      x = ops.unsqueeze(x, int64_t{1});
       physical = {1};
       keepdim = false;
     } else if (!dims || dims->empty()) {
@@ -470,12 +420,6 @@ IValue draw_optional_dims(SampleDraw& draw, const Tensor& self) {
   return IValue(draw_dims(draw, self.dim()));
 }
 
-// One dim of self, maybe negative (a 0-d tensor takes 0 or -1).
-int64_t draw_dim(SampleDraw& draw, const Tensor& self) {
-  const int64_t rank = std::max<int64_t>(self.dim(), 1);
-  return draw.integer(-rank, rank - 1);
-}
-
 // A dtype argument: None, or for floating and complex inputs the widest dtype of their kind
 // (gradcheck widens the tensors to float64 but not a dtype argument, which would pin the
 // computation to float16), for integer and bool inputs their own dtype.
@@ -484,30 +428,6 @@ IValue draw_optional_dtype(SampleDraw& draw, const Tensor& self) {
   if (is_complex(self.dtype())) return IValue(DType::Complex128);
   if (is_floating(self.dtype())) return IValue(DType::Float64);
   return IValue(self.dtype());
-}
-
-// Max-like ops (amax, max.dim, ...) are not differentiable where values tie, so their samples'
-// finite floating values are made distinct: +-(1 + j/128) * 2^q, one (sign, j, q) per element in
-// a drawn order, exact in every floating dtype (8 significant bits). Samples holding NaN or inf
-// keep their values (gradcheck skips them; the forward checks see them). The stride-0 layout is
-// not drawn: it repeats values.
-Tensor draw_tie_free(SampleDraw& draw, const std::vector<int64_t>& shape, DType dtype) {
-  Tensor t = draw.tensor(shape, dtype, {}, /*mutable_input=*/true);
-  if (!is_floating(dtype) || t.numel() == 0) return t;
-  const auto drawn = t.to_vector<double>();
-  if (!std::all_of(drawn.begin(), drawn.end(), [](double v) { return std::isfinite(v); })) return t;
-  const int64_t n = t.numel();
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order[i] = i;
-  for (int64_t i = 0; i + 1 < n; ++i) std::swap(order[i], order[draw.integer(i, n - 1)]);
-  std::vector<double> values(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t code = order[i];
-    const double magnitude = std::ldexp(1.0 + static_cast<double>((code / 2) % 128) / 128, static_cast<int>(code / 256));
-    values[i] = code % 2 ? -magnitude : magnitude;
-  }
-  t.copy_(from_vector<double>(values, shape));
-  return t;
 }
 
 enum class Values { any, tie_free };
@@ -541,7 +461,7 @@ conformance::SampleBuilder dim_list_samples(bool allow_empty, bool optional_dims
 conformance::SampleBuilder selection_samples() {
   return [](SampleDraw& draw) {
     Tensor self = draw_self(draw, false, Values::tie_free);
-    const int64_t dim = draw_dim(draw, self);
+    const int64_t dim = draw_dim(draw, self.dim());
     return Stack{IValue(self), IValue(dim), IValue(draw.coin())};
   };
 }
@@ -583,9 +503,9 @@ Grads selected_backward(const Ops& ops, autograd::AutogradContext& ctx, const Gr
   auto saved = ctx.saved_tensors();  // [self, values, indices]
   if (r.dims.empty()) return self_gradient(ctx, g[0]);  // 0-d: the value is the input
   const int64_t d = r.dims[0];
-  Tensor index = r.keepdim ? saved[2] : ops.tensor("aten::unsqueeze", {saved[2], IValue(d)});
-  Tensor hit = one_hot_along(ops, index, d, r.sizes);
-  return self_gradient(ctx, ops.where(hit, expand_back(ops, g[0], r), constant_like(ops, 0, g[0])));
+  Tensor index = r.keepdim ? saved[2] : ops.unsqueeze(saved[2], d);
+  Tensor hit = one_hot(ops, index, d, r.sizes[d]);
+  return self_gradient(ctx, ops.where(hit, expand_back(ops, g[0], r), ops.scalar_like(0, g[0])));
 }
 
 }  // namespace
@@ -595,9 +515,6 @@ void register_reduction(Library& lib) {
   const Ops ops(reg);
   const std::string fam = "reduction";
   const auto real_and_bool = concat_dtypes(kReal, {DType::Bool});
-  auto formula = [ops](Grads (*f)(const Ops&, autograd::AutogradContext&, const Grads&)) {
-    return [ops, f](autograd::AutogradContext& ctx, const Grads& g) { return f(ops, ctx, g); };
-  };
 
   // ---- sum ----
   {
@@ -610,7 +527,7 @@ void register_reduction(Library& lib) {
         .fake([name](const Tensor& self, const DimList& dim, bool keepdim, std::optional<DType> dtype) {
           return empty_reduction(self, reduction_of(name, self, dim, keepdim), accumulating_dtype(self.dtype(), dtype));
         })
-        .autograd(formula(sum_backward), remember([name](const Stack& in) {
+        .autograd(with_ops(reg, sum_backward), remember([name](const Stack& in) {
                     return reduction_of(name, in[0].to_tensor(), in[1].to<DimList>(), in[2].to_bool());
                   }, false))
         .vmap(dim_list_vmap_rule(reg, name))
@@ -628,7 +545,7 @@ void register_reduction(Library& lib) {
           return empty_reduction(self, reduction_of(name, self, std::nullopt, false),
                                  accumulating_dtype(self.dtype(), dtype));
         })
-        .autograd(formula(sum_backward), remember([name](const Stack& in) {
+        .autograd(with_ops(reg, sum_backward), remember([name](const Stack& in) {
                     return reduction_of(name, in[0].to_tensor(), std::nullopt, false);
                   }, false))
         .dtypes(kAll)
@@ -686,7 +603,7 @@ void register_reduction(Library& lib) {
         .fake([name](const Tensor& self, std::optional<DType> dtype) {
           return empty_reduction(self, reduction_of(name, self, std::nullopt, false), mean_dtype(name, self.dtype(), dtype));
         })
-        .autograd(formula(mean_backward), remember([name](const Stack& in) {
+        .autograd(with_ops(reg, mean_backward), remember([name](const Stack& in) {
                     return reduction_of(name, in[0].to_tensor(), std::nullopt, false);
                   }, false))
         .dtypes(kFloatingAndComplex)
@@ -702,7 +619,7 @@ void register_reduction(Library& lib) {
         .fake([name](const Tensor& self, const DimList& dim, bool keepdim, std::optional<DType> dtype) {
           return empty_reduction(self, reduction_of(name, self, dim, keepdim), mean_dtype(name, self.dtype(), dtype));
         })
-        .autograd(formula(mean_backward), remember([name](const Stack& in) {
+        .autograd(with_ops(reg, mean_backward), remember([name](const Stack& in) {
                     return reduction_of(name, in[0].to_tensor(), in[1].to<DimList>(), in[2].to_bool());
                   }, false))
         .vmap(dim_list_vmap_rule(reg, name))
@@ -746,7 +663,7 @@ void register_reduction(Library& lib) {
             [ops](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
               const SavedReduction r = load_reduction(ctx);
               const Tensor self = ctx.saved_tensors()[0];
-              Tensor others = r.dims.empty() ? constant_like(ops, 1, self) : product_of_others_in_lane(ops, self, r.dims[0]);
+              Tensor others = r.dims.empty() ? ops.scalar_like(1, self) : product_of_others_in_lane(ops, self, r.dims[0]);
               return self_gradient(ctx, ops.mul(expand_back(ops, g[0], r), others));
             },
             remember([name](const Stack& in) {
@@ -755,7 +672,7 @@ void register_reduction(Library& lib) {
         .dtypes(kAll)
         .samples([](SampleDraw& draw) {
           Tensor self = draw_self(draw, true);
-          const int64_t dim = draw_dim(draw, self);
+          const int64_t dim = draw_dim(draw, self.dim());
           const bool keepdim = draw.coin();
           return Stack{IValue(self), IValue(dim), IValue(keepdim), draw_optional_dtype(draw, self)};
         });
@@ -782,7 +699,7 @@ void register_reduction(Library& lib) {
           check_nonempty_reduction(name, r, dim.empty());
           return empty_reduction(self, r, self.dtype());
         })
-        .autograd(formula(extreme_backward), remember([parse](const Stack& in) {
+        .autograd(with_ops(reg, extreme_backward), remember([parse](const Stack& in) {
                     return parse(in[0].to_tensor(), in[1].to<std::vector<int64_t>>(), in[2].to_bool());
                   }, true))
         .dtypes(real_and_bool)
@@ -833,7 +750,7 @@ void register_reduction(Library& lib) {
           check_nonempty_reduction(name, r, false);
           return std::make_tuple(empty_reduction(self, r, self.dtype()), empty_reduction(self, r, DType::Int64));
         })
-        .autograd(formula(selected_backward), remember([name](const Stack& in) {
+        .autograd(with_ops(reg, selected_backward), remember([name](const Stack& in) {
                     return single_dim_reduction(name, in[0].to_tensor(), in[1].to_int(), in[2].to_bool());
                   }, true))
         .dtypes(real_and_bool)
@@ -855,7 +772,7 @@ void register_reduction(Library& lib) {
     return [parse](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
       auto [r, correction] = parse(inputs);
       save_reduction(ctx, r);
-      remember_argument_count(ctx, inputs);
+      save_argument_count(ctx, inputs);
       ctx.set("correction", IValue(correction));
       save_tensor_inputs(ctx, inputs, {});
     };
@@ -976,12 +893,12 @@ void register_reduction(Library& lib) {
             },
             [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
               ctx.set("dim", inputs[1]);
-              remember_argument_count(ctx, inputs);
+              save_argument_count(ctx, inputs);
             })
         .dtypes(kAll)
         .samples([](SampleDraw& draw) {
           Tensor self = draw_self(draw, true);
-          const int64_t dim = draw_dim(draw, self);
+          const int64_t dim = draw_dim(draw, self.dim());
           return Stack{IValue(self), IValue(dim), draw_optional_dtype(draw, self)};
         });
   }

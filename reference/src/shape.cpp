@@ -29,90 +29,9 @@ using Ints = std::vector<int64_t>;
 Ints vec(IntArrayRef a) { return Ints(a.begin(), a.end()); }
 int64_t product(const Ints& v) { return std::accumulate(v.begin(), v.end(), int64_t{1}, std::multiplies<>()); }
 
-// ---- memory formats (PyTorch's suggest_memory_format / empty_like rules) ----
-
-// c10's is_channels_last_strides_2d / _3d: does this 4-d (5-d) layout look channels-last?
-bool strides_like_channels_last(IntArrayRef sizes, IntArrayRef strides) {
-  static constexpr size_t order4[] = {1, 3, 2, 0};
-  static constexpr size_t order5[] = {1, 4, 3, 2, 0};
-  std::span<const size_t> order;
-  if (sizes.size() == 4)
-    order = order4;
-  else if (sizes.size() == 5)
-    order = order5;
-  else
-    return false;
-  if (strides[1] == 0) return false;
-  int64_t min = 0;
-  for (size_t d : order) {
-    if (sizes[d] == 0 || strides[d] < min) return false;
-    if (d == 0 && min == strides[1]) return false;  // ambiguous (N111): contiguous wins
-    min = strides[d] * (sizes[d] > 1 ? sizes[d] : 1);
-  }
-  return true;
-}
-
-// c10's get_channels_last_strides_2d / _3d (channel dim innermost).
-Ints channels_last_strides(IntArrayRef sizes) {
-  Ints st(sizes.size());
-  const size_t n = sizes.size();
-  st[1] = 1;
-  st[n - 1] = sizes[1];
-  for (size_t d = n - 1; d-- > 2;) st[d] = st[d + 1] * sizes[d + 1];
-  st[0] = st[2] * sizes[2];
-  return st;
-}
-
-// The strides of a new tensor shaped like `self` in `format` (empty_like / clone).
-Ints strides_for_format(const Tensor& self, MemoryFormat format, std::string_view op) {
-  switch (format) {
-    case MemoryFormat::Preserve:
-      if (self.is_non_overlapping_and_dense()) return vec(self.strides());
-      return strides_like_channels_last(self.sizes(), self.strides()) ? channels_last_strides(self.sizes())
-                                                                      : contiguous_strides(self.sizes());
-    case MemoryFormat::Contiguous: return contiguous_strides(self.sizes());
-    case MemoryFormat::ChannelsLast:
-      OPCONFORM_CHECK(self.dim() == 4, ErrorCode::kInvalidArgument, op,
-                      ": required rank 4 tensor to use channels_last format, got rank ", self.dim());
-      return channels_last_strides(self.sizes());
-    case MemoryFormat::ChannelsLast3d:
-      OPCONFORM_CHECK(self.dim() == 5, ErrorCode::kInvalidArgument, op,
-                      ": required rank 5 tensor to use channels_last_3d format, got rank ", self.dim());
-      return channels_last_strides(self.sizes());
-  }
-  return contiguous_strides(self.sizes());
-}
-
-// The memory format PyTorch suggests for a layout (for outputs "like" an input).
-Ints suggested_strides(const Tensor& t) {
-  return strides_like_channels_last(t.sizes(), t.strides()) ? channels_last_strides(t.sizes())
-                                                            : contiguous_strides(t.sizes());
-}
-
-// Rejects the tensor options the reference cannot honour: non-strided layouts, pinned memory.
-void check_strided(std::string_view op, std::optional<Layout> layout, std::optional<bool> pin_memory) {
-  OPCONFORM_CHECK(!layout || *layout == Layout::Strided, ErrorCode::kNotImplemented, op, ": layout '",
-                  to_string(*layout), "' is not supported (only strided tensors)");
-  OPCONFORM_CHECK(!pin_memory || !*pin_memory, ErrorCode::kNotImplemented, op,
-                  ": pin_memory=True needs an accelerator runtime");
-}
-
-// A new uninitialised tensor shaped like self in `format` (fake under FakeTensorMode).
-Tensor new_like(const Tensor& self, MemoryFormat format, TensorOptions options, std::string_view op) {
-  return empty_strided(self.sizes(), strides_for_format(self, format, op), options);
-}
 
 // ---- registry calls formulas and rules share ----
 
-// reshape: a view when t is contiguous, else a contiguous clone viewed (both recorded).
-Tensor reshape(const Ops& ops, const Tensor& t, Ints sizes) {
-  if (t.is_contiguous()) return ops.view(t, std::move(sizes));
-  return ops.view(ops.tensor("aten::clone", {t, IValue(MemoryFormat::Contiguous)}), std::move(sizes));
-}
-Tensor unsqueeze(const Ops& ops, const Tensor& t, int64_t dim) {
-  return ops.tensor("aten::unsqueeze", {t, IValue(dim)});
-}
-Tensor permute(const Ops& ops, const Tensor& t, Ints dims) { return ops.tensor("aten::permute", {t, IValue(dims)}); }
 Tensor pad(const Ops& ops, const Tensor& t, Ints pads) {
   return ops.tensor("aten::constant_pad_nd", {t, IValue(std::move(pads)), IValue(int64_t{0})});
 }
@@ -180,10 +99,10 @@ VmapRule copy_vmap_rule(Registry& registry, std::string op, size_t format_index)
     to_inner.push_back(2);
     for (int64_t d = 2; d < rank; ++d) back.push_back(d);
     Stack args = inputs;
-    args[0] = IValue(permute(ops, physical, to_inner));
+    args[0] = IValue(ops.permute(physical, to_inner));
     args[format_index] = IValue(MemoryFormat::Contiguous);
     Tensor copy = ops.tensor(op, std::move(args));
-    return std::make_pair(Stack{IValue(permute(ops, copy, back))}, std::vector<std::optional<int64_t>>{int64_t{0}});
+    return std::make_pair(Stack{IValue(ops.permute(copy, back))}, std::vector<std::optional<int64_t>>{int64_t{0}});
   };
 }
 
@@ -203,11 +122,6 @@ VmapRule copy_vmap_rule(Registry& registry, std::string op, size_t format_index)
 //     zero-size first dim), so src keeps self's rank (size-1 dims still broadcast).
 
 Tensor draw_tensor(SampleDraw& draw, const Ints& sizes) { return draw.tensor(sizes, draw.dtype()); }
-// A dim of a tensor of `rank`, negative half the time (rank 0 accepts -1 and 0).
-int64_t draw_dim(SampleDraw& draw, int64_t rank) {
-  const int64_t r = std::max<int64_t>(rank, 1);
-  return draw.integer(-r, r - 1);
-}
 // A permutation of 0..n-1 (Fisher-Yates on draws), some entries negative.
 Ints draw_permutation(SampleDraw& draw, int64_t n) {
   Ints p(n);
@@ -228,7 +142,7 @@ void register_view(Library& lib, const std::string& fam) {
   b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
   b.autograd(
       [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
-        return {reshape(ops, g[0], saved_ints(ctx, "sizes")), Tensor()};
+        return {ops.reshape(g[0], saved_ints(ctx, "sizes")), Tensor()};
       },
       save_self_sizes);
   b.vmap(batch_first_rule(r, "aten::view", [](const Ops&, Stack args, int64_t) {
@@ -279,7 +193,7 @@ void register_expand(Library& lib, const std::string& fam) {
     Tensor physical = args[0].to_tensor();
     Ints sizes = args[1].to<Ints>();
     // New leading logical dims go after the batch dim.
-    for (int64_t k = rank; k < static_cast<int64_t>(sizes.size()); ++k) physical = unsqueeze(ops, physical, 1);
+    for (int64_t k = rank; k < static_cast<int64_t>(sizes.size()); ++k) physical = ops.unsqueeze(physical, 1);
     sizes.insert(sizes.begin(), physical.size(0));
     args[0] = IValue(physical);
     args[1] = IValue(std::move(sizes));
@@ -336,7 +250,7 @@ void register_permute(Library& lib, const std::string& fam) {
         const Ints dims = saved_ints(ctx, "dims");
         Ints inverse(dims.size());
         for (size_t i = 0; i < dims.size(); ++i) inverse[static_cast<size_t>(dims[i])] = static_cast<int64_t>(i);
-        return {permute(ops, g[0], inverse), Tensor()};
+        return {ops.permute(g[0], inverse), Tensor()};
       },
       [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
         Ints dims = inputs[1].to<Ints>();
@@ -372,7 +286,7 @@ void register_to_copy(Library& lib, const std::string& fam) {
     check_strided(name, layout, pin_memory);
     Tensor out = new_like(self, format.value_or(MemoryFormat::Preserve),
                           TensorOptions(dtype.value_or(self.dtype()), device.value_or(self.device())), name);
-    if (out.numel() > 0) out.copy_(self);  // converts the dtype (a no-op on fake tensors)
+    out.copy_(self);  // converts the dtype (a no-op on fake tensors)
     return out;
   };
   b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
@@ -411,15 +325,8 @@ Tensor pad_dim(const Ops& ops, const Tensor& t, int64_t dim, int64_t left, int64
 // of a flat buffer of `length` elements: zeros with grad added at those positions (a position
 // taken twice gets both). Recorded through aten::scatter_add, so it is differentiable again.
 Tensor scatter_into_zeros(const Ops& ops, const Tensor& grad, const Tensor& positions, int64_t length) {
-  Tensor zeros = ops.tensor(
-      "aten::full", {IValue(Ints{length}), IValue(int64_t{0}), IValue(grad.dtype()), IValue(), IValue(grad.device())});
-  return ops.tensor("aten::scatter_add",
-                    {zeros, IValue(int64_t{0}), reshape(ops, positions, {-1}), reshape(ops, grad, {-1})});
-}
-// 0, 1, ..., n-1 as int64 on `device` (element indices of a flat buffer).
-Tensor flat_indices(const Ops& ops, int64_t n, Device device) {
-  return ops.tensor("aten::arange.start_step", {IValue(int64_t{0}), IValue(n), IValue(int64_t{1}), IValue(DType::Int64),
-                                                IValue(), IValue(device)});
+  return ops.tensor("aten::scatter_add", {ops.full({length}, int64_t{0}, grad), IValue(int64_t{0}),
+                                          ops.reshape(positions, {-1}), ops.reshape(grad, {-1})});
 }
 
 void register_slice(Library& lib, const std::string& fam) {
@@ -442,7 +349,7 @@ void register_slice(Library& lib, const std::string& fam) {
         if (step > 1) {
           Ints merged = vec(g[0].sizes());
           merged[static_cast<size_t>(dim)] *= step;
-          spread = reshape(ops, pad_dim(ops, unsqueeze(ops, g[0], dim + 1), dim + 1, 0, step - 1), merged);
+          spread = ops.reshape(pad_dim(ops, ops.unsqueeze(g[0], dim + 1), dim + 1, 0, step - 1), merged);
         }
         return {pad_dim(ops, spread, dim, start, n - start - spread.size(dim)), Tensor(), Tensor(), Tensor(), Tensor()};
       },
@@ -481,7 +388,7 @@ void register_select(Library& lib, const std::string& fam) {
   b.autograd(
       [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
         const int64_t dim = ctx.get("dim").to_int(), index = ctx.get("index").to_int(), n = ctx.get("n").to_int();
-        return {pad_dim(ops, unsqueeze(ops, g[0], dim), dim, index, n - index - 1), Tensor(), Tensor()};
+        return {pad_dim(ops, ops.unsqueeze(g[0], dim), dim, index, n - index - 1), Tensor(), Tensor()};
       },
       [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
         const Tensor& self = inputs[0].to_tensor();
@@ -506,13 +413,7 @@ void register_select(Library& lib, const std::string& fam) {
 
 // squeeze.dim and squeeze.dims: size-1 dims among `dims` removed (others kept), sharing storage.
 Tensor squeeze_dims(const Tensor& self, const Ints& dims, std::string_view op) {
-  std::vector<bool> chosen(static_cast<size_t>(std::max<int64_t>(self.dim(), 1)), false);
-  for (int64_t d : dims) {
-    const int64_t w = wrap_dim(d, self.dim(), op);
-    OPCONFORM_CHECK(!chosen[static_cast<size_t>(w)], ErrorCode::kInvalidArgument, op, ": dim ", w,
-                    " appears multiple times in the list of dims (argument 'dim')");
-    chosen[static_cast<size_t>(w)] = true;
-  }
+  const std::vector<bool> chosen = dim_mask(dims, self.dim(), op);
   Ints sizes, strides;
   for (int64_t d = 0; d < self.dim(); ++d) {
     if (chosen[static_cast<size_t>(d)] && self.size(d) == 1) continue;
@@ -526,7 +427,7 @@ void register_squeeze(Library& lib, const std::string& fam) {
   Registry& r = lib.registry();
   // Backward of both: the gradient with the removed size-1 dims back.
   auto backward = [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
-    return {reshape(ops, g[0], saved_ints(ctx, "sizes")), Tensor()};
+    return {ops.reshape(g[0], saved_ints(ctx, "sizes")), Tensor()};
   };
   {
     OpBuilder b(lib, "aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", fam,
@@ -536,7 +437,7 @@ void register_squeeze(Library& lib, const std::string& fam) {
     b.vmap(batch_first_rule(r, b.name(), [](const Ops& ops, Stack args, int64_t rank) {
       if (rank == 0) {  // squeezing a 0-d tensor changes nothing: [B] -> [B, 1] -> [B]
         wrap_dim(args[1].to_int(), 0, "aten::squeeze.dim");
-        args[0] = IValue(unsqueeze(ops, args[0].to_tensor(), 1));
+        args[0] = IValue(ops.unsqueeze(args[0].to_tensor(), 1));
         args[1] = IValue(int64_t{1});
         return args;
       }
@@ -586,7 +487,7 @@ void register_diagonal(Library& lib, const std::string& fam) {
       [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
         const Ints sizes = saved_ints(ctx, "sizes");
         const int64_t numel = product(sizes);
-        Tensor positions = ops.tensor("aten::diagonal", {ops.view(flat_indices(ops, numel, g[0].device()), sizes),
+        Tensor positions = ops.tensor("aten::diagonal", {ops.view(ops.arange(numel, g[0].device()), sizes),
                                                          ctx.get("offset"), ctx.get("dim1"), ctx.get("dim2")});
         return {ops.view(scatter_into_zeros(ops, g[0], positions, numel), sizes), Tensor(), Tensor(), Tensor()};
       },
@@ -643,13 +544,12 @@ void register_as_strided(Library& lib, const std::string& fam) {
         auto view_of = [&](const Tensor& flat, const Ints& sz, const Ints& st, int64_t off) {
           return ops.tensor("aten::as_strided", {flat, IValue(sz), IValue(st), IValue(off)});
         };
-        const Tensor storage = flat_indices(ops, length, g[0].device());
+        const Tensor storage = ops.arange(length, g[0].device());
         Tensor grad =
             view_of(scatter_into_zeros(ops, g[0], view_of(storage, out_sizes, out_strides, out_offset), length), sizes,
                     strides, offset);
         if (ctx.get("self_overlaps").to_bool()) {
-          Tensor ones = ops.tensor(
-              "aten::full", {IValue(sizes), IValue(int64_t{1}), IValue(g[0].dtype()), IValue(), IValue(g[0].device())});
+          Tensor ones = ops.full(sizes, int64_t{1}, g[0]);
           Tensor positions = view_of(storage, sizes, strides, offset);
           grad = ops.div(grad, view_of(scatter_into_zeros(ops, ones, positions, length), sizes, strides, offset));
         }
@@ -825,10 +725,9 @@ CatPlan plan_cat(const std::vector<Tensor>& tensors, int64_t dim, std::string_vi
 // place along dim, the pieces added. The values are cat's (x + 0 == x; only a zero's sign may
 // change); each input's gradient is its slice of the output's (constant_pad_nd's backward crops).
 // Without grad it dispatches on to the kernels below autograd.
-void register_cat_autograd(Library& lib, const std::string& name) {
-  lib.impl(
-      name,
-      [name, ops = Ops(lib.registry())](const OperatorHandle& op, DispatchKeySet keys, Stack& stack) {
+KernelFunction cat_autograd_kernel(Registry& registry, const std::string& name) {
+  return KernelFunction::from_boxed(
+      [name, ops = Ops(registry)](const OperatorHandle& op, DispatchKeySet keys, Stack& stack) {
         const size_t base = stack.size() - 2;
         const std::vector<Tensor> tensors = stack[base].to_tensor_list();
         bool needs_grad = false;
@@ -851,8 +750,7 @@ void register_cat_autograd(Library& lib, const std::string& name) {
         }
         stack.resize(base);
         stack.emplace_back(out);
-      },
-      DispatchKey::Autograd);
+      });
 }
 
 void register_cat(Library& lib, const std::string& fam) {
@@ -865,7 +763,7 @@ void register_cat(Library& lib, const std::string& fam) {
     Tensor out = empty_strided(plan.sizes, plan.strides, TensorOptions(plan.dtype, tensors[0].device()));
     int64_t start = 0;
     for (const Tensor& t : plan.kept) {
-      if (t.numel() > 0) out.narrow(plan.dim, start, t.size(plan.dim)).copy_(t);
+      out.narrow(plan.dim, start, t.size(plan.dim)).copy_(t);
       start += t.size(plan.dim);
     }
     return out;
@@ -875,7 +773,7 @@ void register_cat(Library& lib, const std::string& fam) {
     return empty_strided(plan.sizes, plan.strides, TensorOptions(plan.dtype, tensors[0].device()));
   });
   b.dtypes(kAll);
-  register_cat_autograd(lib, name);
+  b.autograd_kernel(cat_autograd_kernel(r, name));
   // The rule receives every tensor batched at 0; a logical 1-d empty tensor is dropped, as the
   // op would skip it (its dtype still counts: the others are converted first).
   b.vmap([ops = Ops(r)](const VmapInfo&, const Stack& inputs, const std::vector<std::optional<int64_t>>&) {
@@ -915,25 +813,13 @@ void register_cat(Library& lib, const std::string& fam) {
   });
 }
 
-// Wraps the dims of a dim list (error naming `arg` on a repeat).
-std::vector<bool> dim_set(const Ints& dims, int64_t rank, std::string_view op, std::string_view arg) {
-  std::vector<bool> set(static_cast<size_t>(std::max<int64_t>(rank, 1)), false);
-  for (int64_t d : dims) {
-    const int64_t w = wrap_dim(d, rank, op, arg);
-    OPCONFORM_CHECK(!set[static_cast<size_t>(w)], ErrorCode::kInvalidArgument, op, ": dim ", w,
-                    " appears multiple times in argument '", arg, "' ", shape_string(dims));
-    set[static_cast<size_t>(w)] = true;
-  }
-  return set;
-}
-
 void register_flip(Library& lib, const std::string& fam) {
   Registry& r = lib.registry();
   OpBuilder b(lib, "aten::flip(Tensor self, int[] dims) -> Tensor", fam,
               "a copy with the order of elements reversed along each of dims");
   const std::string name = b.name();
   b.cpu([name](const Tensor& self, Ints dims) {
-    const std::vector<bool> flipped = dim_set(dims, self.dim(), name, "dims");
+    const std::vector<bool> flipped = dim_mask(dims, self.dim(), name, "dims");
     Tensor out = new_like(self, MemoryFormat::Preserve, self.options(), name);
     if (out.numel() == 0) return out;
     // Read self backwards along flipped dims: start at their last element, negated strides.
@@ -953,7 +839,7 @@ void register_flip(Library& lib, const std::string& fam) {
     return out;
   });
   b.fake([name](const Tensor& self, Ints dims) {
-    dim_set(dims, self.dim(), name, "dims");
+    dim_mask(dims, self.dim(), name, "dims");
     return new_like(self, MemoryFormat::Preserve, self.options(), name);
   });
   b.dtypes(kAll);
@@ -1032,8 +918,8 @@ void register_repeat(Library& lib, const std::string& fam) {
           repeat_dims.push_back(static_cast<int64_t>(tiled.size()));
           tiled.insert(tiled.end(), {repeats[i], padded[i]});
         }
-        Tensor summed = ops.sum_dims(reshape(ops, g[0], tiled), repeat_dims, /*keepdim=*/false);
-        return {reshape(ops, summed, sizes), Tensor()};
+        Tensor summed = ops.sum_dims(ops.reshape(g[0], tiled), repeat_dims, /*keepdim=*/false);
+        return {ops.reshape(summed, sizes), Tensor()};
       },
       [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
         save_self_sizes(ctx, inputs, {});
@@ -1042,7 +928,7 @@ void register_repeat(Library& lib, const std::string& fam) {
   b.vmap(batch_first_rule(r, name, [](const Ops& ops, Stack args, int64_t rank) {
     Tensor physical = args[0].to_tensor();
     Ints repeats = args[1].to<Ints>();
-    for (int64_t k = rank; k < static_cast<int64_t>(repeats.size()); ++k) physical = unsqueeze(ops, physical, 1);
+    for (int64_t k = rank; k < static_cast<int64_t>(repeats.size()); ++k) physical = ops.unsqueeze(physical, 1);
     repeats.insert(repeats.begin(), 1);
     args[0] = IValue(physical);
     args[1] = IValue(std::move(repeats));
@@ -1114,7 +1000,7 @@ void register_constant_pad_nd(Library& lib, const std::string& fam) {
     if (plan.crop_only) return ops.tensor("aten::clone", {plan.cropped});
     Tensor out =
         ops.tensor("aten::fill.Scalar", {empty_strided(plan.sizes, suggested_strides(self), self.options()), value});
-    if (plan.cropped.numel() > 0) pad_interior(out, pad).copy_(plan.cropped);  // a no-op on fake tensors
+    pad_interior(out, pad).copy_(plan.cropped);  // a no-op on fake tensors
     return out;
   };
   b.cpu(kernel).fake(kernel).dtypes(kAll);
@@ -1155,7 +1041,7 @@ void register_clone_and_copy(Library& lib, const std::string& fam) {
                 "a copy; preserve format (default) keeps strides of non-overlapping dense inputs");
     auto kernel = [name = b.name()](const Tensor& self, std::optional<MemoryFormat> format) {
       Tensor out = new_like(self, format.value_or(MemoryFormat::Preserve), self.options(), name);
-      if (out.numel() > 0) out.copy_(self);  // a no-op on fake tensors
+      out.copy_(self);  // a no-op on fake tensors
       return out;
     };
     b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
@@ -1189,10 +1075,7 @@ void register_clone_and_copy(Library& lib, const std::string& fam) {
     OPCONFORM_CHECK(src.device() == self.device() || src.dim() == 0, ErrorCode::kInvalidArgument, name,
                     ": argument 'src' is on ", src.device().to_string(), " but 'self' is on ",
                     self.device().to_string());
-    if (out.numel() > 0)
-      out.copy_(src);  // broadcasts and converts; a no-op on fake tensors
-    else
-      broadcast_shapes(self.sizes(), src.sizes());
+    out.copy_(src);  // broadcasts and converts; a no-op on fake tensors
     return out;
   };
   b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
@@ -1207,7 +1090,7 @@ void register_clone_and_copy(Library& lib, const std::string& fam) {
   b.vmap([ops = Ops(r)](const VmapInfo& info, const Stack& inputs, const std::vector<std::optional<int64_t>>& in_dims) {
     Tensor self = move_batch_dim(inputs[0].to_tensor(), in_dims[0], 0, info.batch_size);
     Tensor src = move_batch_dim(inputs[1].to_tensor(), in_dims[1], 0, info.batch_size);
-    while (src.dim() < self.dim()) src = unsqueeze(ops, src, 1);
+    while (src.dim() < self.dim()) src = ops.unsqueeze(src, 1);
     Stack outputs = ops.call("aten::copy", {IValue(self), IValue(src), inputs[2]});
     return std::make_pair(std::move(outputs), std::vector<std::optional<int64_t>>{int64_t{0}});
   });

@@ -26,12 +26,6 @@ using namespace detail;
 using conformance::SampleDraw;
 using Grads = std::vector<Tensor>;
 
-template <typename W>
-bool is_nan(W v) {
-  if constexpr (std::is_same_v<W, double>) return std::isnan(v);
-  else return false;
-}
-
 // Strict order with NaN above every number (and NaNs equal among themselves).
 template <typename W>
 bool before(W a, W b, bool descending) {
@@ -157,24 +151,13 @@ Tensor nonzero_kernel(std::string_view op, const Tensor& self) {
 
 // ---- formulas ----
 
-Tensor constant_like(const Ops& ops, const Scalar& value, const Tensor& like) {
-  return ops.tensor("aten::full", {IValue(std::vector<int64_t>{}), IValue(value), IValue(like.dtype()), IValue(),
-                                   IValue(like.device())});
-}
-
 // The gradient of values picked along dim d of an input of `sizes` (index[.., k, ..] is where
 // value k came from): mask[.., k, j, ..] = (index[.., k, ..] == j) selects g[.., k, ..] for input
 // position j; summing over k gives the input's gradient (zero where nothing was picked).
 Tensor scatter_back(const Ops& ops, const Tensor& g, const Tensor& index, int64_t d, const std::vector<int64_t>& sizes) {
   if (sizes.empty()) return g;  // 0-d: the one value is the input
-  const int64_t n = sizes[d];
-  std::vector<int64_t> positions(static_cast<size_t>(n));
-  std::iota(positions.begin(), positions.end(), int64_t{0});
-  std::vector<int64_t> positions_shape(sizes.size() + 1, 1);
-  positions_shape[d + 1] = n;
-  const Tensor j = from_vector<int64_t>(positions, positions_shape).to(index.device());
-  Tensor mask = ops.tensor("aten::eq.Tensor", {ops.tensor("aten::unsqueeze", {index, IValue(d + 1)}), j});
-  Tensor picked = ops.where(mask, ops.tensor("aten::unsqueeze", {g, IValue(d + 1)}), constant_like(ops, 0, g));
+  const Tensor mask = one_hot(ops, ops.unsqueeze(index, d + 1), d + 1, sizes[d]);
+  Tensor picked = ops.where(mask, ops.unsqueeze(g, d + 1), ops.scalar_like(0, g));
   return ops.sum_dims(picked, {d}, /*keepdim=*/false);
 }
 
@@ -185,47 +168,20 @@ autograd::BackwardFn picked_values_backward(const Ops& ops) {
     const Tensor& self = saved[0];
     const int64_t d = wrap_dim(ctx.get("dim").to_int(), self.dim(), "backward");
     std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
-    Grads grads(ctx.get("arguments").to_int());
-    grads[0] = scatter_back(ops, g[0], saved[2], d, sizes);
-    return grads;
+    return self_gradient(ctx, scatter_back(ops, g[0], saved[2], d, sizes));
   };
 }
 
 autograd::SetupContextFn remember_dim(size_t dim_arg) {
   return [dim_arg](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
     ctx.set("dim", inputs[dim_arg]);
-    ctx.set("arguments", IValue(static_cast<int64_t>(inputs.size())));
+    save_argument_count(ctx, inputs);
     save_inputs_and_outputs(ctx, inputs, outputs);
     ctx.mark_non_differentiable({outputs[1].to_tensor()});
   };
 }
 
 // ---- samples ----
-
-// sort and topk are not differentiable where values tie, so their samples' finite floating values
-// are made distinct: +-(1 + j/128) * 2^q, one (sign, j, q) per element in a drawn order, exact in
-// every floating dtype (8 significant bits). Samples holding NaN or inf keep their values
-// (gradcheck skips them; the forward checks see them), and so do integer ones (ties show the
-// stable order). The stride-0 layout is not drawn: it repeats values. (reduction.cpp has the
-// same helper for max-like reductions; see the report about sharing it.)
-Tensor draw_tie_free(SampleDraw& draw, const std::vector<int64_t>& shape, DType dtype) {
-  Tensor t = draw.tensor(shape, dtype, {}, /*mutable_input=*/true);
-  if (!is_floating(dtype) || t.numel() == 0) return t;
-  const auto drawn = t.to_vector<double>();
-  if (!std::all_of(drawn.begin(), drawn.end(), [](double v) { return std::isfinite(v); })) return t;
-  const int64_t n = t.numel();
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), int64_t{0});
-  for (int64_t i = 0; i + 1 < n; ++i) std::swap(order[i], order[draw.integer(i, n - 1)]);
-  std::vector<double> values(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t code = order[i];
-    const double magnitude = std::ldexp(1.0 + static_cast<double>((code / 2) % 128) / 128, static_cast<int>(code / 256));
-    values[i] = code % 2 ? -magnitude : magnitude;
-  }
-  t.copy_(from_vector<double>(values, shape));
-  return t;
-}
 
 }  // namespace
 
@@ -251,9 +207,7 @@ void register_sorting(Library& lib) {
         .dtypes(sortable)
         .samples([](SampleDraw& draw) {
           Tensor self = draw_tie_free(draw, draw.shape(0, 4), draw.dtype());
-          const int64_t rank = std::max<int64_t>(self.dim(), 1);
-          const int64_t dim = draw.integer(-rank, rank - 1);
-          return Stack{IValue(self), IValue(dim), IValue(draw.coin())};
+          return Stack{IValue(self), IValue(draw_dim(draw, self.dim())), IValue(draw.coin())};
         });
   }
   {
@@ -274,9 +228,8 @@ void register_sorting(Library& lib) {
         .dtypes(kReal)
         .samples([](SampleDraw& draw) {
           Tensor self = draw_tie_free(draw, draw.shape(0, 4), draw.dtype());
-          const int64_t rank = std::max<int64_t>(self.dim(), 1);
-          const int64_t dim = draw.integer(-rank, rank - 1);
-          const int64_t k = draw.integer(0, lane_size(self, dim < 0 ? dim + rank : dim));
+          const int64_t dim = draw_dim(draw, self.dim());
+          const int64_t k = draw.integer(0, lane_size(self, wrap_dim(dim, self.dim(), "aten::topk")));
           return Stack{IValue(self), IValue(k), IValue(dim), IValue(!draw.coin(30)), IValue(!draw.coin(30))};
         });
   }

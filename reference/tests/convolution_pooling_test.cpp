@@ -4,51 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
 
-#include "opconform/conformance/gradcheck.h"
-#include "opconform/core/autograd.h"
-#include "opconform/reference.h"
+#include "support/reference_test_support.h"
 
 namespace opconform::reference {
 namespace {
 
+using namespace testing;
 using Ints = std::vector<int64_t>;
-
-Registry& registry() {
-  static ReferenceRegistration registration = register_reference_ops(Registry::global());
-  return Registry::global();
-}
-
-Stack call(const char* op, Stack args) {
-  registry().get(op).call_boxed(args);
-  return args;
-}
-
-Tensor doubles(std::vector<double> v, Ints sizes) { return from_vector<double>(v, sizes); }
-Tensor iota(Ints sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
-  return doubles(v, sizes);
-}
-
-void expect_values(const Tensor& t, std::vector<double> want, double tol = 1e-12) {
-  auto got = t.to(DType::Float64).to_vector<double>();
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
-    else if (std::isinf(want[i])) EXPECT_EQ(got[i], want[i]) << "element " << i;
-    else EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
-  }
-}
-
-Ints sizes(const Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
 
 Tensor conv(const Tensor& x, const Tensor& w, IValue bias, Ints stride, Ints padding, Ints dilation, bool transposed = false,
             Ints output_padding = {0}, int64_t groups = 1) {
-  return call("aten::convolution", {x, w, std::move(bias), IValue(stride), IValue(padding), IValue(dilation), IValue(transposed),
+  return call_all("aten::convolution", {x, w, std::move(bias), IValue(stride), IValue(padding), IValue(dilation), IValue(transposed),
                                     IValue(output_padding), IValue(groups)})[0]
       .to_tensor();
 }
@@ -58,15 +25,6 @@ double dot(const Tensor& a, const Tensor& b) {
   double s = 0;
   for (size_t i = 0; i < x.size(); ++i) s += x[i] * y[i];
   return s;
-}
-
-Tensor leaf(const Tensor& t) { return t.detach().set_requires_grad(true); }
-
-void expect_gradients_pass(const char* op, const Stack& args) {
-  auto first = conformance::gradcheck(registry().get(op), args);
-  EXPECT_EQ(first.outcome, conformance::Outcome::passed) << op << ": " << first.message;
-  auto second = conformance::gradgradcheck(registry().get(op), args);
-  EXPECT_EQ(second.outcome, conformance::Outcome::passed) << op << ": " << second.message;
 }
 
 TEST(Convolution, OneDimensionalByHand) {
@@ -81,7 +39,7 @@ TEST(Convolution, OneDimensionalByHand) {
 TEST(Convolution, TwoDimensionalGroupedAndTransposed) {
   // 2x2 box sums of 0..8 laid out 3x3.
   Tensor y = conv(iota({1, 1, 3, 3}), full({1, 1, 2, 2}, 1.0, TensorOptions(DType::Float64)), IValue(), {1, 1}, {0, 0}, {1, 1});
-  EXPECT_EQ(sizes(y), (Ints{1, 1, 2, 2}));
+  EXPECT_EQ(sizes_of(y), (Ints{1, 1, 2, 2}));
   expect_values(y, {8, 12, 20, 24});
   // Two groups of one channel: each channel scaled by its own weight.
   expect_values(conv(doubles({1, 2, 3, 4}, {1, 2, 2}), doubles({2, 10}, {2, 1, 1}), IValue(), {1}, {0}, {1}, false, {0}, 2),
@@ -99,11 +57,11 @@ TEST(Convolution, TransposedIsTheAdjoint) {
   // <conv(x, w), y> == <x, conv_transpose(y, w)> with matching stride, padding, dilation, groups.
   Tensor x = iota({2, 4, 5, 4}), w = doubles({0.5, -1, 2, 0.25, 1, -0.5, 3, 1.5, -2, 0.75, 1, -1, 0.5, 2, -0.25, 1}, {4, 2, 2, 1});
   Tensor y = conv(x, w, IValue(), {2, 1}, {1, 0}, {2, 1}, false, {0}, 2);
-  Tensor probe = doubles(std::vector<double>(static_cast<size_t>(y.numel()), 0.0), sizes(y));
+  Tensor probe = doubles(std::vector<double>(static_cast<size_t>(y.numel()), 0.0), sizes_of(y));
   for (int64_t i = 0; i < probe.numel(); ++i) probe.reshape({-1}).set({i}, Scalar(std::sin(static_cast<double>(i))));
   // x's height 5 is reached from the output height 3 with output_padding 0: (3-1)*2 - 2 + 2*1 + 1 = 5.
   Tensor back = conv(probe, w, IValue(), {2, 1}, {1, 0}, {2, 1}, true, {0, 0}, 2);
-  ASSERT_EQ(sizes(back), sizes(x));
+  ASSERT_EQ(sizes_of(back), sizes_of(x));
   EXPECT_NEAR(dot(y, probe), dot(x, back), 1e-9);
 }
 
@@ -121,41 +79,40 @@ TEST(Convolution, FormulasPassGradcheckAndGradgradcheck) {
 
 TEST(Pooling, MaxPoolValuesAndIndices) {
   Tensor x = doubles({1, 5, 2, 7, 3, 8, 4, 9, 6}, {1, 1, 3, 3});
-  Stack out = call("aten::max_pool2d_with_indices", {x, IValue(Ints{2}), IValue(Ints{1}), IValue(Ints{0}), IValue(Ints{1}),
+  Stack out = call_all("aten::max_pool2d_with_indices", {x, IValue(Ints{2}), IValue(Ints{1}), IValue(Ints{0}), IValue(Ints{1}),
                                                      IValue(false)});
   expect_values(out[0].to_tensor(), {7, 8, 9, 9});
   EXPECT_EQ(out[1].to_tensor().dtype(), DType::Int64);
   expect_values(out[1].to_tensor(), {3, 5, 7, 7});
   // Ties keep the first; a NaN wins (the last one).
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  Stack ties = call("aten::max_pool2d_with_indices", {doubles({4, 4, 4, 4}, {1, 2, 2}), IValue(Ints{2}), IValue(Ints{}),
+  Stack ties = call_all("aten::max_pool2d_with_indices", {doubles({4, 4, 4, 4}, {1, 2, 2}), IValue(Ints{2}), IValue(Ints{}),
                                                       IValue(Ints{0}), IValue(Ints{1}), IValue(false)});
   expect_values(ties[1].to_tensor(), {0});
-  Stack nans = call("aten::max_pool2d_with_indices", {doubles({1, nan, nan, 2}, {1, 2, 2}), IValue(Ints{2}), IValue(Ints{}),
+  Stack nans = call_all("aten::max_pool2d_with_indices", {doubles({1, kNaN, kNaN, 2}, {1, 2, 2}), IValue(Ints{2}), IValue(Ints{}),
                                                       IValue(Ints{0}), IValue(Ints{1}), IValue(false)});
-  expect_values(nans[0].to_tensor(), {nan});
+  expect_values(nans[0].to_tensor(), {kNaN});
   expect_values(nans[1].to_tensor(), {2});
   // Dilation 2 along the width of [0..4]: windows (0, 2), (1, 3), (2, 4).
-  Stack dilated = call("aten::max_pool2d_with_indices", {iota({1, 1, 5}), IValue(Ints{1, 2}), IValue(Ints{1, 1}),
+  Stack dilated = call_all("aten::max_pool2d_with_indices", {iota({1, 1, 5}), IValue(Ints{1, 2}), IValue(Ints{1, 1}),
                                                          IValue(Ints{0, 0}), IValue(Ints{1, 2}), IValue(false)});
   expect_values(dilated[0].to_tensor(), {2, 3, 4});
   // ceil_mode: height 4, kernel 2, stride 3 gives a second window over the last row only.
-  Stack ceil = call("aten::max_pool2d_with_indices", {iota({1, 4, 1}), IValue(Ints{2, 1}), IValue(Ints{3, 1}),
+  Stack ceil = call_all("aten::max_pool2d_with_indices", {iota({1, 4, 1}), IValue(Ints{2, 1}), IValue(Ints{3, 1}),
                                                       IValue(Ints{0}), IValue(Ints{1}), IValue(true)});
   expect_values(ceil[0].to_tensor(), {1, 3});
   // Padding 1 with dilation 2 around a single element: the window holds only padding.
-  Stack padding_only = call("aten::max_pool2d_with_indices", {doubles({5}, {1, 1, 1}), IValue(Ints{2}), IValue(Ints{1}),
+  Stack padding_only = call_all("aten::max_pool2d_with_indices", {doubles({5}, {1, 1, 1}), IValue(Ints{2}), IValue(Ints{1}),
                                                               IValue(Ints{1}), IValue(Ints{2}), IValue(false)});
-  expect_values(padding_only[0].to_tensor(), {-std::numeric_limits<double>::infinity()});
+  expect_values(padding_only[0].to_tensor(), {-kInf});
   expect_values(padding_only[1].to_tensor(), {2});
-  EXPECT_THROW(call("aten::max_pool2d_with_indices", {x, IValue(Ints{2}), IValue(Ints{1}), IValue(Ints{2}), IValue(Ints{1}),
+  EXPECT_THROW(call_all("aten::max_pool2d_with_indices", {x, IValue(Ints{2}), IValue(Ints{1}), IValue(Ints{2}), IValue(Ints{1}),
                                                       IValue(false)}),
                Error);  // padding above kernel / 2
 }
 
 TEST(Pooling, AvgPoolDivisors) {
   auto avg = [](const Tensor& x, Ints k, Ints s, Ints p, bool ceil, bool include_pad, IValue divisor) {
-    return call("aten::avg_pool2d", {x, IValue(k), IValue(s), IValue(p), IValue(ceil), IValue(include_pad), std::move(divisor)})[0]
+    return call_all("aten::avg_pool2d", {x, IValue(k), IValue(s), IValue(p), IValue(ceil), IValue(include_pad), std::move(divisor)})[0]
         .to_tensor();
   };
   expect_values(avg(iota({1, 1, 3, 3}), {2}, {1}, {0}, false, true, IValue()), {2, 3, 5, 6});
@@ -172,19 +129,19 @@ TEST(Pooling, AvgPoolDivisors) {
 TEST(Pooling, HandDerivedGradients) {
   // max pool: each output's gradient lands on its maximum (position 7 is the max of two windows).
   Tensor x = leaf(doubles({1, 5, 2, 7, 3, 8, 4, 9, 6}, {1, 1, 3, 3}));
-  Tensor y = call("aten::max_pool2d_with_indices", {x, IValue(Ints{2}), IValue(Ints{1}), IValue(Ints{0}), IValue(Ints{1}),
+  Tensor y = call_all("aten::max_pool2d_with_indices", {x, IValue(Ints{2}), IValue(Ints{1}), IValue(Ints{0}), IValue(Ints{1}),
                                                     IValue(false)})[0]
                  .to_tensor();
   expect_values(autograd::grad({y}, {x}, {ones({1, 1, 2, 2}, y.options())})[0], {0, 0, 0, 1, 0, 1, 0, 2, 0});
   // An output over padding only is constant: no gradient reaches the input.
   Tensor lone = leaf(doubles({5}, {1, 1, 1}));
-  Tensor over_padding = call("aten::max_pool2d_with_indices", {lone, IValue(Ints{2}), IValue(Ints{1}), IValue(Ints{1}),
+  Tensor over_padding = call_all("aten::max_pool2d_with_indices", {lone, IValue(Ints{2}), IValue(Ints{1}), IValue(Ints{1}),
                                                                IValue(Ints{2}), IValue(false)})[0]
                             .to_tensor();
   expect_values(autograd::grad({over_padding}, {lone}, {ones({1, 1, 1}, lone.options())})[0], {0});
   // avg pool 2x2 stride 1 on 3x3: each input gets (windows containing it) / 4.
   Tensor a = leaf(iota({1, 3, 3}));
-  Tensor m = call("aten::avg_pool2d", {a, IValue(Ints{2}), IValue(Ints{1}), IValue(Ints{0}), IValue(false), IValue(true),
+  Tensor m = call_all("aten::avg_pool2d", {a, IValue(Ints{2}), IValue(Ints{1}), IValue(Ints{0}), IValue(false), IValue(true),
                                       IValue()})[0]
                  .to_tensor();
   expect_values(autograd::grad({m}, {a}, {ones({1, 2, 2}, m.options())})[0], {0.25, 0.5, 0.25, 0.5, 1, 0.5, 0.25, 0.5, 0.25});

@@ -9,13 +9,13 @@
 
 #include "opconform/reference.h"
 #include "opconform/reference/coverage.h"
+#include "support/reference_test_support.h"
 
 namespace opconform::reference {
 namespace {
 
 std::vector<OpInfo> infos() {
-  static Registry registry;
-  static ReferenceRegistration registration = register_reference_ops(registry);
+  testing::registry();  // the table is filled as the reference registers
   return reference_op_infos();
 }
 

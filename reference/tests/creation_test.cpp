@@ -6,21 +6,13 @@
 #include "opconform/core/autograd.h"
 #include "opconform/core/fake_tensor.h"
 #include "opconform/core/generator.h"
-#include "opconform/reference/detail/calls.h"
-#include "opconform/reference/reference.h"
+#include "support/reference_test_support.h"
 
 namespace opconform::reference {
 namespace {
 
+using namespace testing;
 using Ints = std::vector<int64_t>;
-
-Registry& registry() {
-  static auto reg = register_reference_ops(Registry::global());
-  return Registry::global();
-}
-Tensor call(std::string_view op, Stack args) { return detail::Ops(registry()).tensor(op, std::move(args)); }
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
-Ints vec(IntArrayRef a) { return Ints(a.begin(), a.end()); }
 
 TEST(CreationFull, DtypeFollowsTheValue) {
   Tensor i = call("aten::full", {IValue(Ints{2, 3}), IValue(int64_t{7})});
@@ -52,7 +44,7 @@ TEST(CreationFull, FakeModeMakesFakes) {
   FakeTensorModeGuard guard(mode);
   Tensor f = call("aten::full", {IValue(Ints{2, 3}), IValue(1.5)});
   EXPECT_TRUE(f.is_fake());
-  EXPECT_EQ(vec(f.sizes()), (Ints{2, 3}));
+  EXPECT_EQ(sizes_of(f), (Ints{2, 3}));
   EXPECT_EQ(f.dtype(), DType::Float32);
 }
 
@@ -61,13 +53,13 @@ TEST(CreationFullLike, LayoutOfSelfNotDifferentiable) {
   self.set_requires_grad(true);
   Tensor f = call("aten::full_like", {self, IValue(int64_t{3})});
   EXPECT_EQ(f.dtype(), DType::Float64);
-  EXPECT_EQ(vec(f.strides()), vec(self.strides()));
+  EXPECT_EQ(strides_of(f), strides_of(self));
   EXPECT_EQ(values(f), std::vector<double>(6, 3));
   EXPECT_FALSE(f.requires_grad());
   Tensor g = call("aten::full_like", {self, IValue(int64_t{3}), IValue(DType::Int8), IValue(), IValue(), IValue(),
                                       IValue(MemoryFormat::Contiguous)});
   EXPECT_EQ(g.dtype(), DType::Int8);
-  EXPECT_EQ(vec(g.strides()), (Ints{2, 1}));
+  EXPECT_EQ(strides_of(g), (Ints{2, 1}));
 }
 
 TEST(CreationFill, NewTensorLikeSelfWithZeroGradient) {
@@ -102,15 +94,15 @@ TEST(CreationArange, LengthAndDtype) {
 
 TEST(CreationEmpty, LayoutsAndDeterministicContents) {
   Tensor s = call("aten::empty_strided", {IValue(Ints{2, 3}), IValue(Ints{1, 2})});
-  EXPECT_EQ(vec(s.strides()), (Ints{1, 2}));
+  EXPECT_EQ(strides_of(s), (Ints{1, 2}));
   EXPECT_TRUE(std::isnan(values(s)[0]));  // Note [Uninitialised memory]
   Tensor i = call("aten::empty_strided", {IValue(Ints{2}), IValue(Ints{0}), IValue(DType::Int16)});
   EXPECT_EQ(values(i), (std::vector<double>{32767, 32767}));
   Tensor c = call("aten::empty.memory_format", {IValue(Ints{2, 3, 4, 5}), IValue(), IValue(), IValue(), IValue(),
                                                 IValue(MemoryFormat::ChannelsLast)});
-  EXPECT_EQ(vec(c.sizes()), (Ints{2, 3, 4, 5}));
-  EXPECT_EQ(vec(c.strides()), (Ints{60, 1, 15, 3}));
-  EXPECT_EQ(vec(call("aten::empty.memory_format", {IValue(Ints{2, 3})}).strides()), (Ints{3, 1}));
+  EXPECT_EQ(sizes_of(c), (Ints{2, 3, 4, 5}));
+  EXPECT_EQ(strides_of(c), (Ints{60, 1, 15, 3}));
+  EXPECT_EQ(strides_of(call("aten::empty.memory_format", {IValue(Ints{2, 3})})), (Ints{3, 1}));
   EXPECT_THROW(call("aten::empty.memory_format",
                     {IValue(Ints{2, 3}), IValue(), IValue(), IValue(), IValue(), IValue(MemoryFormat::ChannelsLast)}),
                Error);
@@ -165,7 +157,8 @@ TEST(CreationRandom, RandnMoments) {
 
 TEST(CreationRandom, RandpermIsAPermutation) {
   manual_seed(3);
-  Tensor p = call("aten::randperm", {IValue(int64_t{20}), IValue(DType::Int64)});
+  // dtype left out: the schema's default "dtype=4" is PyTorch's number for int64.
+  Tensor p = call("aten::randperm", {IValue(int64_t{20})});
   EXPECT_EQ(p.dtype(), DType::Int64);
   std::vector<int64_t> sorted = p.to_vector<int64_t>();
   std::vector<int64_t> original = sorted;
@@ -174,6 +167,7 @@ TEST(CreationRandom, RandpermIsAPermutation) {
   EXPECT_NE(original, sorted);  // shuffled (1 chance in 20! to fail)
   EXPECT_THROW(call("aten::randperm", {IValue(int64_t{300}), IValue(DType::UInt8)}), Error);
   EXPECT_EQ(call("aten::randperm", {IValue(int64_t{0}), IValue()}).numel(), 0);
+  EXPECT_EQ(call("aten::randperm", {IValue(int64_t{3}), IValue(DType::Float64)}).dtype(), DType::Float64);
 }
 
 }  // namespace

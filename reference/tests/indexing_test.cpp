@@ -9,57 +9,20 @@
 #include "opconform/core/autograd.h"
 #include "opconform/core/fake_tensor.h"
 #include "opconform/core/vmap.h"
-#include "opconform/reference.h"
+#include "support/reference_test_support.h"
 
 namespace opconform::reference {
 namespace {
 
+using namespace testing;
 using IndexList = std::vector<std::optional<Tensor>>;
 
-Registry& registry() {
-  static ReferenceRegistration registration = register_reference_ops(Registry::global());
-  return Registry::global();
-}
-
-// Calls op with every argument given; returns the one result.
-Tensor call(const char* op, Stack args) {
-  registry().get(op).call_boxed(args);
-  return args.at(0).to_tensor();
-}
-
-Tensor doubles(std::vector<double> v, std::vector<int64_t> sizes) { return from_vector<double>(v, sizes); }
-Tensor longs(std::vector<int64_t> v, std::vector<int64_t> sizes) { return from_vector<int64_t>(v, sizes); }
-Tensor bools(std::vector<bool> v, std::vector<int64_t> sizes) { return from_vector<bool>(v, sizes); }
-// 0, 1, ..., n-1 as float64 in `sizes`.
-Tensor iota(std::vector<int64_t> sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  std::vector<double> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>(i);
-  return doubles(v, sizes);
-}
-
+// t has these sizes and exactly these values.
 void expect_tensor(const Tensor& t, std::vector<int64_t> sizes, std::vector<double> want) {
-  ASSERT_EQ(std::vector<int64_t>(t.sizes().begin(), t.sizes().end()), sizes);
-  auto got = t.to(DType::Float64).to_vector<double>();
+  ASSERT_EQ(sizes_of(t), sizes);
+  auto got = values(t);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_DOUBLE_EQ(got[i], want[i]) << "element " << i;
-}
-
-// The message of the Error the call throws (empty when it does not throw).
-std::string error_of(const char* op, Stack args) {
-  try {
-    call(op, std::move(args));
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::vector<int64_t> strides_of(const Tensor& t) { return {t.strides().begin(), t.strides().end()}; }
-
-Tensor grad_of(const Tensor& out, const Tensor& input, const Tensor& grad_out) {
-  return autograd::grad({out}, {input}, {grad_out}).at(0);
 }
 
 // ---- gather / scatter ----

@@ -5,29 +5,13 @@
 #include <cmath>
 #include <limits>
 
-#include "opconform/conformance/generate.h"
-#include "opconform/conformance/gradcheck.h"
 #include "opconform/core/vmap.h"
-#include "opconform/reference/detail/calls.h"
-#include "opconform/reference/reference.h"
+#include "support/reference_test_support.h"
 
 namespace opconform::reference {
 namespace {
 
-using conformance::Outcome;
-
-Registry& registry() {
-  static auto reg = register_reference_ops(Registry::global());
-  return Registry::global();
-}
-
-Tensor call(std::string_view op, Stack args) { return detail::Ops(registry()).tensor(op, std::move(args)); }
-
-std::vector<int64_t> sizes(const Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
-
-Tensor floats(std::vector<double> v, std::vector<int64_t> shape, DType dtype = DType::Float32) {
-  return from_vector<double>(v, shape).to(dtype);
-}
+using namespace testing;
 
 TEST(LinearAlgebra, Mm) {
   registry();
@@ -44,7 +28,7 @@ TEST(LinearAlgebra, Mm) {
             (std::vector<double>{6, 15}));
   // An empty inner dim gives zeros.
   Tensor z = call("aten::mm", {zeros({2, 0}), zeros({0, 3})});
-  EXPECT_EQ(sizes(z), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(sizes_of(z), (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(z.to_vector<double>(), std::vector<double>(6, 0.0));
   // int8 products wrap as PyTorch's: 100 * 2 = 200 -> -56.
   Tensor i = call("aten::mm", {from_vector<int8_t>({100}, {1, 1}), from_vector<int8_t>({2}, {1, 1})});
@@ -111,32 +95,9 @@ TEST(LinearAlgebra, MmVmapRuleIsBmm) {
   EXPECT_EQ(vmap_fallback_count("aten::mm"), fallback_before);
 }
 
-// gradcheck and gradgradcheck on generated float64 samples (no NaN/inf) whose floating tensors
-// require grad.
-void expect_gradients(const std::string& op, int count = 25) {
-  OperatorHandle handle = registry().get(op);
-  conformance::GenerateSpec spec;
-  spec.count = count;
-  spec.seed = 20240611;
-  spec.dtypes = {DType::Float64};
-  spec.include_special_values = false;
-  int passed = 0;
-  for (auto& sample : conformance::generate_samples(handle.schema(), op, spec)) {
-    for (auto& v : sample.args) {
-      if (v.is_tensor() && v.to_tensor().defined() && is_floating(v.to_tensor().dtype())) v.to_tensor().set_requires_grad(true);
-    }
-    auto first = conformance::gradcheck(handle, sample.args);
-    EXPECT_NE(first.outcome, Outcome::failed) << op << ": " << first.message;
-    passed += first.outcome == Outcome::passed ? 1 : 0;
-    auto second = conformance::gradgradcheck(handle, sample.args);
-    EXPECT_NE(second.outcome, Outcome::failed) << op << ": " << second.message;
-  }
-  EXPECT_GT(passed, 0) << op << ": gradcheck passed on no sample";
-}
-
-TEST(LinearAlgebraGradients, Mm) { expect_gradients("aten::mm"); }
-TEST(LinearAlgebraGradients, Bmm) { expect_gradients("aten::bmm"); }
-TEST(LinearAlgebraGradients, Addmm) { expect_gradients("aten::addmm"); }
+TEST(LinearAlgebraGradients, Mm) { expect_generated_gradients_pass("aten::mm"); }
+TEST(LinearAlgebraGradients, Bmm) { expect_generated_gradients_pass("aten::bmm"); }
+TEST(LinearAlgebraGradients, Addmm) { expect_generated_gradients_pass("aten::addmm"); }
 
 TEST(LinearAlgebraGradients, AddmmByHand) {
   registry();

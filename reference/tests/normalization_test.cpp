@@ -5,64 +5,36 @@
 
 #include <cmath>
 
-#include "opconform/conformance/gradcheck.h"
 #include "opconform/core/autograd.h"
 #include "opconform/core/generator.h"
 #include "opconform/core/vmap.h"
-#include "opconform/reference.h"
+#include "support/reference_test_support.h"
 
 namespace opconform::reference {
 namespace {
 
-Registry& registry() {
-  static ReferenceRegistration registration = register_reference_ops(Registry::global());
-  return Registry::global();
-}
-
-Stack call(const char* op, Stack args) {
-  registry().get(op).call_boxed(args);
-  return args;
-}
-
-Tensor doubles(std::vector<double> v, std::vector<int64_t> sizes) { return from_vector<double>(v, sizes); }
-
-void expect_values(const Tensor& t, std::vector<double> want, double tol = 1e-12) {
-  auto got = t.to(DType::Float64).to_vector<double>();
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
-}
-
-std::vector<int64_t> sizes(const Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
-
-void expect_gradients_pass(const char* op, const Stack& args) {
-  auto first = conformance::gradcheck(registry().get(op), args);
-  EXPECT_EQ(first.outcome, conformance::Outcome::passed) << op << ": " << first.message;
-  auto second = conformance::gradgradcheck(registry().get(op), args);
-  EXPECT_EQ(second.outcome, conformance::Outcome::passed) << op << ": " << second.message;
-}
-
-Tensor leaf(const Tensor& t) { return t.detach().set_requires_grad(true); }
+using namespace testing;
 
 TEST(Normalization, LayerNormOfKnownRows) {
   // Rows [1, 3] and [2, 6]: means 2 and 4, variances 1 and 4 (eps 0): both normalize to [-1, 1].
-  Stack out = call("aten::native_layer_norm", {doubles({1, 3, 2, 6}, {2, 2}), IValue(std::vector<int64_t>{2}), IValue(),
+  Stack out = call_all("aten::native_layer_norm", {doubles({1, 3, 2, 6}, {2, 2}), IValue(std::vector<int64_t>{2}), IValue(),
                                                IValue(), IValue(0.0)});
   expect_values(out[0].to_tensor(), {-1, 1, -1, 1});
-  EXPECT_EQ(sizes(out[1].to_tensor()), (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(sizes_of(out[1].to_tensor()), (std::vector<int64_t>{2, 1}));
   expect_values(out[1].to_tensor(), {2, 4});
   expect_values(out[2].to_tensor(), {1, 0.5});
   // The same rows read through a transposed view, with weight and bias.
   Tensor t = doubles({1, 2, 3, 6}, {2, 2}).transpose(0, 1);
-  Stack affine = call("aten::native_layer_norm", {t, IValue(std::vector<int64_t>{2}), doubles({2, 3}, {2}),
+  Stack affine = call_all("aten::native_layer_norm", {t, IValue(std::vector<int64_t>{2}), doubles({2, 3}, {2}),
                                                   doubles({0, 10}, {2}), IValue(0.0)});
   expect_values(affine[0].to_tensor(), {-2, 13, -2, 13});
   // [1, 2, 3, 4]: mean 2.5, variance 1.25.
-  Stack whole = call("aten::native_layer_norm", {doubles({1, 2, 3, 4}, {2, 2}), IValue(std::vector<int64_t>{2, 2}), IValue(),
+  Stack whole = call_all("aten::native_layer_norm", {doubles({1, 2, 3, 4}, {2, 2}), IValue(std::vector<int64_t>{2, 2}), IValue(),
                                                  IValue(), IValue(0.0)});
   const double s = 1 / std::sqrt(1.25);
   expect_values(whole[0].to_tensor(), {-1.5 * s, -0.5 * s, 0.5 * s, 1.5 * s});
-  EXPECT_EQ(sizes(whole[1].to_tensor()), (std::vector<int64_t>{1, 1}));
-  EXPECT_THROW(call("aten::native_layer_norm", {doubles({1, 2}, {2}), IValue(std::vector<int64_t>{3}), IValue(), IValue(),
+  EXPECT_EQ(sizes_of(whole[1].to_tensor()), (std::vector<int64_t>{1, 1}));
+  EXPECT_THROW(call_all("aten::native_layer_norm", {doubles({1, 2}, {2}), IValue(std::vector<int64_t>{3}), IValue(), IValue(),
                                                 IValue(0.0)}),
                Error);
 }
@@ -70,18 +42,18 @@ TEST(Normalization, LayerNormOfKnownRows) {
 TEST(Normalization, GroupNormOfKnownGroups) {
   // N=1, C=4, HxW=1, 2 groups: channels (1, 3) and (2, 6).
   Tensor x = doubles({1, 3, 2, 6}, {1, 4, 1});
-  Stack out = call("aten::native_group_norm", {x, doubles({1, 2, 3, 4}, {4}), doubles({0, 0, 0, 1}, {4}), IValue(int64_t{1}),
+  Stack out = call_all("aten::native_group_norm", {x, doubles({1, 2, 3, 4}, {4}), doubles({0, 0, 0, 1}, {4}), IValue(int64_t{1}),
                                                IValue(int64_t{4}), IValue(int64_t{1}), IValue(int64_t{2}), IValue(0.0)});
   expect_values(out[0].to_tensor(), {-1, 2, -3, 5});
-  EXPECT_EQ(sizes(out[1].to_tensor()), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(sizes_of(out[1].to_tensor()), (std::vector<int64_t>{1, 2}));
   expect_values(out[1].to_tensor(), {2, 4});
   expect_values(out[2].to_tensor(), {1, 0.5});
   // One group of 2 channels x 2 positions: [0, 2, 4, 6] has mean 3 and variance 5.
-  Stack one = call("aten::native_group_norm", {doubles({0, 2, 4, 6}, {1, 2, 2}), IValue(), IValue(), IValue(int64_t{1}),
+  Stack one = call_all("aten::native_group_norm", {doubles({0, 2, 4, 6}, {1, 2, 2}), IValue(), IValue(), IValue(int64_t{1}),
                                                IValue(int64_t{2}), IValue(int64_t{2}), IValue(int64_t{1}), IValue(0.0)});
   const double s = 1 / std::sqrt(5.0);
   expect_values(one[0].to_tensor(), {-3 * s, -s, s, 3 * s});
-  EXPECT_THROW(call("aten::native_group_norm", {x, IValue(), IValue(), IValue(int64_t{1}), IValue(int64_t{4}), IValue(int64_t{1}),
+  EXPECT_THROW(call_all("aten::native_group_norm", {x, IValue(), IValue(), IValue(int64_t{1}), IValue(int64_t{4}), IValue(int64_t{1}),
                                                 IValue(int64_t{3}), IValue(0.0)}),
                Error);
 }
@@ -89,7 +61,7 @@ TEST(Normalization, GroupNormOfKnownGroups) {
 TEST(Normalization, BatchNormWithRunningStatistics) {
   // Channel 0: mean 1, var 4; channel 1: mean 10, var 100 (eps 0), then weight and bias.
   Tensor x = doubles({1, 10, 3, 20}, {2, 2});
-  Stack out = call("aten::_native_batch_norm_legit_no_training",
+  Stack out = call_all("aten::_native_batch_norm_legit_no_training",
                    {x, doubles({2, 3}, {2}), doubles({1, -1}, {2}), doubles({1, 10}, {2}), doubles({4, 100}, {2}),
                     IValue(0.1), IValue(0.0)});
   expect_values(out[0].to_tensor(), {1, -1, 3, 2});
@@ -97,35 +69,35 @@ TEST(Normalization, BatchNormWithRunningStatistics) {
   EXPECT_EQ(out[2].to_tensor().numel(), 0);
   // Channels on dim 1 of a 3-d input, non-contiguous.
   Tensor y = doubles({0, 4, 8, 12}, {2, 2, 1}).transpose(0, 1);  // [[0, 8], [4, 12]]: channels [0, 4] and [8, 12]
-  Stack three = call("aten::_native_batch_norm_legit_no_training",
+  Stack three = call_all("aten::_native_batch_norm_legit_no_training",
                      {y, IValue(), IValue(), doubles({0, 0}, {2}), doubles({4, 16}, {2}), IValue(0.1), IValue(0.0)});
   expect_values(three[0].to_tensor(), {0, 2, 2, 3});
-  EXPECT_THROW(call("aten::_native_batch_norm_legit_no_training",
+  EXPECT_THROW(call_all("aten::_native_batch_norm_legit_no_training",
                     {x, IValue(), IValue(), doubles({0, 0, 0}, {3}), doubles({1, 1, 1}, {3}), IValue(0.1), IValue(0.0)}),
                Error);
 }
 
 TEST(Normalization, DropoutEdgeProbabilitiesAndSeededMask) {
   Tensor x = doubles({1, -2, 3, 4}, {2, 2});
-  Stack keep_all = call("aten::native_dropout", {x, IValue(0.0), IValue(true)});
+  Stack keep_all = call_all("aten::native_dropout", {x, IValue(0.0), IValue(true)});
   expect_values(keep_all[0].to_tensor(), {1, -2, 3, 4});
   EXPECT_EQ(keep_all[1].to_tensor().dtype(), DType::Bool);
   expect_values(keep_all[1].to_tensor(), {1, 1, 1, 1});
-  Stack drop_all = call("aten::native_dropout", {x, IValue(1.0), IValue()});
+  Stack drop_all = call_all("aten::native_dropout", {x, IValue(1.0), IValue()});
   expect_values(drop_all[0].to_tensor(), {0, 0, 0, 0});
   expect_values(drop_all[1].to_tensor(), {0, 0, 0, 0});
-  Stack eval = call("aten::native_dropout", {x, IValue(0.9), IValue(false)});
+  Stack eval = call_all("aten::native_dropout", {x, IValue(0.9), IValue(false)});
   expect_values(eval[0].to_tensor(), {1, -2, 3, 4});
   expect_values(eval[1].to_tensor(), {1, 1, 1, 1});
-  EXPECT_THROW(call("aten::native_dropout", {x, IValue(1.5), IValue(true)}), Error);
+  EXPECT_THROW(call_all("aten::native_dropout", {x, IValue(1.5), IValue(true)}), Error);
 
   // p = 0.5: kept elements are doubled, the rest zero; the same seed gives the same mask; about
   // half of 4000 elements survive.
   Tensor big = full({4000}, 1.0, TensorOptions(DType::Float64));
   manual_seed(7);
-  Stack first = call("aten::native_dropout", {big, IValue(0.5), IValue(true)});
+  Stack first = call_all("aten::native_dropout", {big, IValue(0.5), IValue(true)});
   manual_seed(7);
-  Stack second = call("aten::native_dropout", {big, IValue(0.5), IValue(true)});
+  Stack second = call_all("aten::native_dropout", {big, IValue(0.5), IValue(true)});
   auto values = first[0].to_tensor().to_vector<double>();
   auto mask = first[1].to_tensor().to_vector<double>();
   EXPECT_EQ(mask, second[1].to_tensor().to_vector<double>());
@@ -140,7 +112,7 @@ TEST(Normalization, DropoutEdgeProbabilitiesAndSeededMask) {
 
 TEST(Normalization, DropoutUnderVmapFollowsTheRandomnessMode) {
   auto dropout = [](const std::vector<Tensor>& xs) {
-    Stack out = call("aten::native_dropout", {xs[0], IValue(0.5), IValue(true)});
+    Stack out = call_all("aten::native_dropout", {xs[0], IValue(0.5), IValue(true)});
     return std::vector<Tensor>{out[0].to_tensor(), out[1].to_tensor()};
   };
   Tensor rows = full({3, 64}, 1.0, TensorOptions(DType::Float64));
@@ -163,7 +135,7 @@ TEST(Normalization, DropoutUnderVmapFollowsTheRandomnessMode) {
   // "error": random in training mode is refused, as functorch does; eval mode is not random.
   EXPECT_THROW(vmap(dropout, {int64_t{0}}, {int64_t{0}})({rows}), Error);
   auto eval = vmap([](const std::vector<Tensor>& xs) {
-                     Stack out = call("aten::native_dropout", {xs[0], IValue(0.5), IValue(false)});
+                     Stack out = call_all("aten::native_dropout", {xs[0], IValue(0.5), IValue(false)});
                      return std::vector<Tensor>{out[0].to_tensor()};
                    },
                    {int64_t{0}}, {int64_t{0}})({rows});
@@ -173,20 +145,20 @@ TEST(Normalization, DropoutUnderVmapFollowsTheRandomnessMode) {
 TEST(Normalization, HandDerivedGradients) {
   // batch norm: d/dx = weight / sqrt(var + eps).
   Tensor x = leaf(doubles({1, 10, 3, 20}, {2, 2}));
-  Stack out = call("aten::_native_batch_norm_legit_no_training",
+  Stack out = call_all("aten::_native_batch_norm_legit_no_training",
                    {x, doubles({2, 3}, {2}), IValue(), doubles({1, 10}, {2}), doubles({4, 100}, {2}), IValue(0.1), IValue(0.0)});
   Tensor y = out[0].to_tensor();
   expect_values(autograd::grad({y}, {x}, {ones({2, 2}, y.options())})[0], {1, 0.3, 1, 0.3});
   // layer norm: shifting a row does not change it, so the gradient of any function of the output
   // sums to zero along each normalized row.
   Tensor z = leaf(doubles({0.5, -1, 2, 4, 1, 0}, {2, 3}));
-  Tensor normalized = call("aten::native_layer_norm", {z, IValue(std::vector<int64_t>{3}), IValue(), IValue(), IValue(1e-5)})[0].to_tensor();
+  Tensor normalized = call_all("aten::native_layer_norm", {z, IValue(std::vector<int64_t>{3}), IValue(), IValue(), IValue(1e-5)})[0].to_tensor();
   auto g = autograd::grad({normalized}, {z}, {doubles({1, 2, 3, -1, 0.5, 4}, {2, 3})})[0].to_vector<double>();
   EXPECT_NEAR(g[0] + g[1] + g[2], 0, 1e-12);
   EXPECT_NEAR(g[3] + g[4] + g[5], 0, 1e-12);
   // dropout: the gradient is mask * scale.
   Tensor d = leaf(doubles({1, 2, 3, 4}, {4}));
-  Stack dropped = call("aten::native_dropout", {d, IValue(0.5), IValue(true)});
+  Stack dropped = call_all("aten::native_dropout", {d, IValue(0.5), IValue(true)});
   auto gd = autograd::grad({dropped[0].to_tensor()}, {d}, {ones({4}, d.options())})[0].to_vector<double>();
   auto m = dropped[1].to_tensor().to_vector<double>();
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(gd[i], 2 * m[i]);

@@ -6,33 +6,15 @@
 #include <cmath>
 #include <limits>
 
-#include "opconform/conformance/generate.h"
 #include "opconform/conformance/gradcheck.h"
 #include "opconform/core/vmap.h"
-#include "opconform/reference/detail/calls.h"
-#include "opconform/reference/reference.h"
+#include "support/reference_test_support.h"
 
 namespace opconform::reference {
 namespace {
 
+using namespace testing;
 using conformance::Outcome;
-
-Registry& registry() {
-  static auto reg = register_reference_ops(Registry::global());
-  return Registry::global();
-}
-
-detail::Ops ops() { return detail::Ops(registry()); }
-
-Tensor call(std::string_view op, Stack args) { return ops().tensor(op, std::move(args)); }
-
-std::vector<int64_t> sizes(const Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
-
-Tensor floats(std::vector<double> v, std::vector<int64_t> shape, DType dtype = DType::Float32) {
-  return from_vector<double>(v, shape).to(dtype);
-}
-
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // ---- sum ----
 
@@ -40,11 +22,11 @@ TEST(Reduction, SumDimIntList) {
   registry();
   const Tensor x = floats({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor rows = call("aten::sum.dim_IntList", {x, IValue(std::vector<int64_t>{1})});
-  EXPECT_EQ(sizes(rows), (std::vector<int64_t>{2}));
+  EXPECT_EQ(sizes_of(rows), (std::vector<int64_t>{2}));
   EXPECT_EQ(rows.dtype(), DType::Float32);
   EXPECT_EQ(rows.to_vector<double>(), (std::vector<double>{6, 15}));
   Tensor cols = call("aten::sum.dim_IntList", {x, IValue(std::vector<int64_t>{-2}), IValue(true)});
-  EXPECT_EQ(sizes(cols), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(sizes_of(cols), (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(cols.to_vector<double>(), (std::vector<double>{5, 7, 9}));
   // None and [] reduce every dim to a 0-d result.
   for (IValue dims : {IValue(), IValue(std::vector<int64_t>{})}) {
@@ -107,20 +89,20 @@ TEST(Reduction, SumIntListOut) {
   registry();
   const Tensor x = floats({1, 2, 3, 4}, {2, 2});
   Tensor out = full({2}, Scalar(99.0));
-  Stack result = ops().call("aten::sum.IntList_out", {x, IValue(std::vector<int64_t>{0}), IValue(false), IValue(), out});
+  const IValue dim0(std::vector<int64_t>{0});
+  Stack result = call_all("aten::sum.IntList_out", {x, dim0, IValue(false), IValue(), out});
   EXPECT_TRUE(result.at(0).to_tensor().is_same(out));
   EXPECT_EQ(out.to_vector<double>(), (std::vector<double>{4, 6}));
   // Without dtype the result takes out's dtype.
   Tensor out64 = zeros({2}, TensorOptions(DType::Float64));
-  ops().call("aten::sum.IntList_out", {x, IValue(std::vector<int64_t>{1}), IValue(false), IValue(), out64});
+  call_all("aten::sum.IntList_out", {x, IValue(std::vector<int64_t>{1}), IValue(false), IValue(), out64});
   EXPECT_EQ(out64.to_vector<double>(), (std::vector<double>{3, 7}));
   // A wrongly shaped out is refused, naming the argument.
-  try {
-    ops().call("aten::sum.IntList_out", {x, IValue(std::vector<int64_t>{0}), IValue(false), IValue(), zeros({3})});
-    FAIL() << "a wrongly shaped out was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'out'"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(error_of("aten::sum.IntList_out", {x, dim0, IValue(false), IValue(), zeros({3})}).find("'out'"),
+            std::string::npos);
+  // out= refuses autograd, as PyTorch's out= overloads.
+  EXPECT_NE(error_of("aten::sum.IntList_out", {leaf(x), dim0, IValue(false), IValue(), out}).find("requires grad"),
+            std::string::npos);
 }
 
 // ---- mean ----
@@ -130,7 +112,7 @@ TEST(Reduction, Mean) {
   const Tensor x = floats({1, 2, 3, 4}, {2, 2});
   EXPECT_EQ(call("aten::mean", {x}).item().to_double(), 2.5);
   Tensor cols = call("aten::mean.dim", {x.transpose(0, 1), IValue(std::vector<int64_t>{0}), IValue(true)});
-  EXPECT_EQ(sizes(cols), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(sizes_of(cols), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(cols.to_vector<double>(), (std::vector<double>{1.5, 3.5}));
   Tensor as64 = call("aten::mean.dim", {x, IValue(), IValue(false), IValue(DType::Float64)});
   EXPECT_EQ(as64.dtype(), DType::Float64);
@@ -174,7 +156,7 @@ TEST(Reduction, AmaxAmin) {
     EXPECT_NE(std::string(e.what()).find("aten::amax"), std::string::npos) << e.what();
   }
   // Reducing the other dim of an empty tensor is fine.
-  EXPECT_EQ(sizes(call("aten::amax", {zeros({2, 0}), IValue(std::vector<int64_t>{0})})), (std::vector<int64_t>{0}));
+  EXPECT_EQ(sizes_of(call("aten::amax", {zeros({2, 0}), IValue(std::vector<int64_t>{0})})), (std::vector<int64_t>{0}));
 }
 
 // ---- argmax / argmin, max.dim / min.dim ----
@@ -187,7 +169,7 @@ TEST(Reduction, ArgmaxArgminFirstOccurrence) {
   EXPECT_EQ(am.to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(call("aten::argmax", {x}).item().to_int(), 3);  // flattened
   EXPECT_EQ(call("aten::argmin", {x, IValue(int64_t{0})}).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 0}));
-  EXPECT_EQ(sizes(call("aten::argmin", {x, IValue(), IValue(true)})), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(sizes_of(call("aten::argmin", {x, IValue(), IValue(true)})), (std::vector<int64_t>{1, 1}));
   EXPECT_EQ(call("aten::argmax", {floats({1, kNaN, 9, kNaN}, {4})}).item().to_int(), 1);
   EXPECT_EQ(call("aten::argmin", {floats({1, -3, kNaN}, {3})}).item().to_int(), 2);
   EXPECT_THROW(call("aten::argmax", {zeros({0})}), Error);
@@ -196,11 +178,11 @@ TEST(Reduction, ArgmaxArgminFirstOccurrence) {
 TEST(Reduction, MaxMinDim) {
   registry();
   const Tensor x = floats({1, 5, 5, 7, 3, 7}, {2, 3});
-  Stack mx = ops().call("aten::max.dim", {x, IValue(int64_t{1})});
+  Stack mx = call_all("aten::max.dim", {x, IValue(int64_t{1})});
   EXPECT_EQ(mx[0].to_tensor().to_vector<double>(), (std::vector<double>{5, 7}));
   EXPECT_EQ(mx[1].to_tensor().to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));
-  Stack mn = ops().call("aten::min.dim", {x.transpose(0, 1), IValue(int64_t{1}), IValue(true)});
-  EXPECT_EQ(sizes(mn[0].to_tensor()), (std::vector<int64_t>{3, 1}));
+  Stack mn = call_all("aten::min.dim", {x.transpose(0, 1), IValue(int64_t{1}), IValue(true)});
+  EXPECT_EQ(sizes_of(mn[0].to_tensor()), (std::vector<int64_t>{3, 1}));
   EXPECT_EQ(mn[0].to_tensor().to_vector<double>(), (std::vector<double>{1, 3, 5}));
   EXPECT_EQ(mn[1].to_tensor().to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 0}));
 }
@@ -241,7 +223,7 @@ TEST(Reduction, Any) {
   EXPECT_EQ(call("aten::any.dims", {x, IValue(std::vector<int64_t>{1})}).to_vector<bool>(), (std::vector<bool>{true, false}));
   // [] reduces nothing: the elements as bool.
   Tensor none = call("aten::any.dims", {x, IValue(std::vector<int64_t>{})});
-  EXPECT_EQ(sizes(none), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(sizes_of(none), (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(none.to_vector<bool>(), (std::vector<bool>{false, true, false, false}));
   EXPECT_EQ(call("aten::any.dims", {x}).dim(), 0);
 }
@@ -278,7 +260,7 @@ TEST(Reduction, DimListVmapRuleShiftsDims) {
       Tensor got = f({batch})[0];
       for (int64_t b = 0; b < 2; ++b) {
         Tensor want = call(op, {batch.select(1, b), dims, IValue(true)});
-        EXPECT_EQ(sizes(got.select(0, b)), sizes(want)) << op;
+        EXPECT_EQ(sizes_of(got.select(0, b)), sizes_of(want)) << op;
         EXPECT_EQ(got.select(0, b).to_vector<double>(), want.to_vector<double>()) << op;
       }
     }
@@ -293,49 +275,17 @@ TEST(Reduction, DimListVmapRuleShiftsDims) {
 
 // ---- formulas ----
 
-// gradcheck and gradgradcheck of `op` on generated float64 samples (no NaN/inf) whose floating
-// tensors require grad. skip_ties: samples with repeated values are left out (max-like ops are
-// not differentiable there, so finite differences prove nothing).
-void expect_gradients(const std::string& op, bool skip_ties = false, int count = 25) {
-  OperatorHandle handle = registry().get(op);
-  conformance::GenerateSpec spec;
-  spec.count = count;
-  spec.seed = 20240611;
-  spec.dtypes = {DType::Float64};
-  spec.include_special_values = false;
-  int checked = 0, passed = 0;
-  for (auto& sample : conformance::generate_samples(handle.schema(), op, spec)) {
-    bool ties = false;
-    for (auto& v : sample.args) {
-      if (!v.is_tensor() || !v.to_tensor().defined() || !is_floating(v.to_tensor().dtype())) continue;
-      auto values = v.to_tensor().to_vector<double>();
-      std::sort(values.begin(), values.end());
-      ties = ties || std::adjacent_find(values.begin(), values.end()) != values.end();
-      v.to_tensor().set_requires_grad(true);
-    }
-    if (skip_ties && ties) continue;
-    ++checked;
-    auto first = conformance::gradcheck(handle, sample.args);
-    EXPECT_NE(first.outcome, Outcome::failed) << op << ": " << first.message;
-    passed += first.outcome == Outcome::passed ? 1 : 0;
-    auto second = conformance::gradgradcheck(handle, sample.args);
-    EXPECT_NE(second.outcome, Outcome::failed) << op << ": " << second.message;
-  }
-  EXPECT_GT(checked, 0) << op << ": no sample was checked";
-  EXPECT_GT(passed, 0) << op << ": gradcheck passed on no sample";
-}
-
 TEST(ReductionGradients, Sum) {
-  expect_gradients("aten::sum.dim_IntList");
-  expect_gradients("aten::sum");
+  expect_generated_gradients_pass("aten::sum.dim_IntList");
+  expect_generated_gradients_pass("aten::sum");
 }
 TEST(ReductionGradients, Mean) {
-  expect_gradients("aten::mean");
-  expect_gradients("aten::mean.dim");
+  expect_generated_gradients_pass("aten::mean");
+  expect_generated_gradients_pass("aten::mean.dim");
 }
 TEST(ReductionGradients, Prod) {
-  expect_gradients("aten::prod");
-  expect_gradients("aten::prod.dim_int");
+  expect_generated_gradients_pass("aten::prod");
+  expect_generated_gradients_pass("aten::prod.dim_int");
 }
 TEST(ReductionGradients, ProdWithZeros) {
   registry();
@@ -350,7 +300,7 @@ TEST(ReductionGradients, ProdWithZeros) {
   EXPECT_EQ(second.outcome, Outcome::passed) << second.message;
 }
 TEST(ReductionGradients, AmaxAminMaxMin) {
-  for (const char* op : {"aten::amax", "aten::amin", "aten::max.dim", "aten::min.dim"}) expect_gradients(op, true);
+  for (const char* op : {"aten::amax", "aten::amin", "aten::max.dim", "aten::min.dim"}) expect_generated_gradients_pass(op, /*skip_ties=*/true);
 }
 TEST(ReductionGradients, AmaxSharesTiesEvenly) {
   registry();
@@ -360,10 +310,10 @@ TEST(ReductionGradients, AmaxSharesTiesEvenly) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0, 0.5, 0.5}));
 }
 TEST(ReductionGradients, Var) {
-  expect_gradients("aten::var.correction");
-  expect_gradients("aten::var.dim");
+  expect_generated_gradients_pass("aten::var.correction");
+  expect_generated_gradients_pass("aten::var.dim");
 }
-TEST(ReductionGradients, Cumsum) { expect_gradients("aten::cumsum"); }
+TEST(ReductionGradients, Cumsum) { expect_generated_gradients_pass("aten::cumsum"); }
 
 }  // namespace
 }  // namespace opconform::reference

@@ -47,10 +47,12 @@ class OpcheckError : public Error {
 OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samples, const OpcheckOptions& options = {},
                        Registry& registry = Registry::global());
 
-// opcheck over generated samples (generate.h: from the schema and the op's declared input
-// constraints): each check searches for a failing sample; the first one found is shrunk and
-// reported with its minimal input and a line that replays it (OPCONFORM_SEED=...). A check that
-// was skipped on every sample is skipped, with the last reason.
+// opcheck over generated samples (generate.h: the op's sample builder, or its schema and
+// declared input constraints): every check runs on each of spec.count samples, generated once;
+// a check that fails is searched again with find_failure, so its failure is shrunk and reported
+// with its minimal input and a line that replays it (OPCONFORM_SEED=...). A check that was
+// skipped on every sample is skipped, with the last reason. See Note [Generate once, shrink per
+// check] in opcheck.cpp.
 OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, const OpcheckOptions& options = {},
                        Registry& registry = Registry::global());
 

@@ -314,4 +314,16 @@ KernelFunction not_implemented_autograd_kernel();
 // key; the handle undoes all of them.
 RegistrationHandle install_autograd_fallback(Registry& registry);
 
+// The kernel for DispatchKey::Autograd of an operator that does not support autograd at all: with
+// grad mode on and a tensor argument that requires grad, the call throws Error(kNotImplemented,
+// "'<op>' <reason>: argument '<name>' requires grad"); otherwise the operator runs below the
+// autograd keys (nested calls unrecorded).
+KernelFunction refuse_autograd_kernel(std::string reason);
+
+// The reason of out= operators (custom ops with Tag::out, built-in out= overloads), as PyTorch's
+// "out= ... don't support automatic differentiation".
+inline constexpr std::string_view kOutOperatorReason =
+    "is an out= operator (Tag::out) and does not support automatic differentiation (call it under NoGradGuard, or "
+    "use the functional variant)";
+
 }  // namespace opconform::autograd

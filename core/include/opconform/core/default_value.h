@@ -9,8 +9,9 @@
 
 namespace opconform {
 
-// nullopt when the argument has no default, or one that has no IValue form here (a ScalarType
-// or Layout given by PyTorch's enum number).
+// A ScalarType given by PyTorch's enum number ("ScalarType? dtype=4") is that DType (4: int64).
+// nullopt when the argument has no default, or one that has no IValue form here (a Layout by
+// number, a ScalarType number with no DType, such as 8 ComplexHalf).
 std::optional<IValue> default_ivalue(const Argument& argument);
 
 }  // namespace opconform

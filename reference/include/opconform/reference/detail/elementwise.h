@@ -11,6 +11,8 @@
 //     for complex, int64 for integers and bool — calls f, and stores the result in out_dtype.
 //     Computing in the wide type and rounding once is what makes a reference kernel a reference:
 //     float16 and float32 results are the correctly rounded wide results.
+//   - plus / minus / times / is_nan: the arithmetic kernels share in the wide types (int64 wraps);
+//     max_finite / integer_range: what a dtype holds.
 //
 // Note [Reference arithmetic]: per-dtype arithmetic lives in the wide types only; an op body is
 // one small generic lambda over them. `Domain` says which wide types an op supports; a dtype
@@ -18,6 +20,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <complex>
 #include <cstdint>
 #include <optional>
@@ -45,6 +48,13 @@ DType scalar_dtype(const Scalar& s);
 DType result_type(const std::vector<Tensor>& tensors, const std::vector<Scalar>& scalars = {});
 // The dtype a floating-only op computes in: integers and bool go to float32 (PyTorch's default).
 DType to_floating(DType d);
+
+// ---- dtype limits ----
+
+// The largest finite value of a floating dtype (of the real part, for complex).
+double max_finite(DType d);
+// The values of an integral dtype (bool: [0, 1]).
+std::pair<int64_t, int64_t> integer_range(DType d);
 
 // ---- layouts ----
 
@@ -75,6 +85,32 @@ constexpr DType wide_dtype(DType d) {
 
 // Throws the "does not support dtype" error of an op.
 [[noreturn]] void unsupported_dtype(std::string_view op, DType d);
+
+// Arithmetic in a wide type W. int64 wraps (two's complement), as the integer kernels of PyTorch
+// do, instead of overflowing, which C++ leaves undefined; a result cast to a narrower integer
+// dtype keeps the low bits, so it is that dtype's wrapped result too.
+template <typename W>
+W plus(W a, W b) {
+  if constexpr (std::is_same_v<W, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else return a + b;
+}
+template <typename W>
+W minus(W a, W b) {
+  if constexpr (std::is_same_v<W, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+  else return a - b;
+}
+template <typename W>
+W times(W a, W b) {
+  if constexpr (std::is_same_v<W, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  else return a * b;
+}
+// NaN in a wide type (never for int64; either part for complex).
+template <typename W>
+bool is_nan(W v) {
+  if constexpr (is_complex_v<W>) return std::isnan(v.real()) || std::isnan(v.imag());
+  else if constexpr (std::is_same_v<W, double>) return std::isnan(v);
+  else return false;
+}
 
 template <Domain D, typename F>
 decltype(auto) visit_wide(std::string_view op, DType compute, F&& f) {

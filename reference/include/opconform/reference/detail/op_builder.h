@@ -32,7 +32,9 @@ namespace opconform::reference::detail {
 class OpBuilder {
  public:
   // schema: "aten::name.overload(...) -> ..." exactly as PyTorch prints it.
-  // tags: PyTorch's (Tag::nondeterministic_seeded for random ops, Tag::inplace, Tag::out...).
+  // tags: PyTorch's (Tag::nondeterministic_seeded for random ops, Tag::inplace, Tag::out...). A
+  // Tag::out op refuses autograd as PyTorch's out= ops do (autograd::refuse_autograd_kernel), and
+  // takes no formula.
   OpBuilder(Library& lib, std::string_view schema, std::string family, std::string doc, std::vector<Tag> tags = {},
             SourceLocation loc = SourceLocation::current());
 
@@ -64,6 +66,10 @@ class OpBuilder {
   // The autograd formula. double_backward: the backward is written with registry ops.
   OpBuilder& autograd(autograd::BackwardFn backward, autograd::SetupContextFn setup = nullptr,
                       bool double_backward = true);
+  // A kernel of the op's own at DispatchKey::Autograd, for gradients a formula cannot give (cat:
+  // core's autograd has none for Tensor[] arguments) or formulas that need more than
+  // setup_context sees (in-place ops reading self from before the write: op_support.h).
+  OpBuilder& autograd_kernel(KernelFunction kernel, bool double_backward = true);
   OpBuilder& vmap(VmapRule rule);
 
   OpBuilder& dtypes(std::vector<DType> dtypes);
@@ -77,6 +83,7 @@ class OpBuilder {
   Library* lib_;
   SourceLocation loc_;
   OpInfo info_;
+  bool out_ = false;  // Tag::out
 };
 
 }  // namespace opconform::reference::detail

@@ -1,14 +1,20 @@
-// Pieces many reference operators share: fake kernels of elementwise ops, the elementwise vmap
-// rule, setup_context functions that save the inputs, dtype lists.
+// Pieces many reference operators share: dtype lists, the elementwise vmap rule, argument checks,
+// setup_context / backward helpers, the Autograd kernel of in-place ops, sample drawing.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "opconform/conformance/generate.h"
 #include "opconform/core/autograd.h"
 #include "opconform/core/dtype.h"
+#include "opconform/core/layout.h"
 #include "opconform/core/registry.h"
 #include "opconform/core/vmap.h"
+#include "opconform/reference/detail/calls.h"
 
 namespace opconform::reference::detail {
 
@@ -32,13 +38,97 @@ std::vector<DType> concat_dtypes(std::vector<DType> a, const std::vector<DType>&
 // carry the batch at dim 0.
 VmapRule elementwise_vmap_rule(Registry& registry, std::string op);
 
-// setup_context that saves the arguments that are tensors (in schema order; None skipped).
-void save_tensor_inputs(autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs);
-// setup_context that saves the tensor inputs, then the tensor outputs.
-void save_inputs_and_outputs(autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs);
+// ---- argument checks ----
 
 // Wraps a possibly negative dim into [0, rank) (rank 0 accepts -1 and 0), naming op and argument
 // in the error.
 int64_t wrap_dim(int64_t dim, int64_t rank, std::string_view op, std::string_view arg = "dim");
+// Which dims a dim list names (wrapped; max(rank, 1) entries); a dim named twice is an error.
+std::vector<bool> dim_mask(const std::vector<int64_t>& dims, int64_t rank, std::string_view op,
+                           std::string_view arg = "dim");
+// Refuses the tensor options the reference cannot honour: non-strided layouts, pinned memory.
+void check_strided(std::string_view op, std::optional<Layout> layout, std::optional<bool> pin_memory);
+// Refuses a tensor argument whose dtype is not among `allowed` (an error naming the dtypes taken).
+void require_dtype(std::string_view op, const Tensor& t, const std::vector<DType>& allowed,
+                   std::string_view arg = "self");
+// The dims but the channel dim 1 (0, 2, 3, ...): what a per-channel parameter's gradient sums over.
+std::vector<int64_t> non_channel_dims(int64_t rank);
+
+// Calls f(index) for every multi-index of `sizes` in row-major order (none when a size is 0; one,
+// the empty index, for rank 0).
+template <typename F>
+void for_each_index(IntArrayRef sizes, F&& f) {
+  for (int64_t s : sizes)
+    if (s == 0) return;
+  std::vector<int64_t> index(sizes.size(), 0);
+  while (true) {
+    f(static_cast<const std::vector<int64_t>&>(index));
+    int64_t d = static_cast<int64_t>(sizes.size()) - 1;
+    for (; d >= 0; --d) {
+      if (++index[d] < sizes[d]) break;
+      index[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// ---- autograd ----
+
+// setup_context that saves the arguments that are tensors (in schema order; None skipped).
+void save_tensor_inputs(autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs);
+// setup_context that saves the tensor inputs, then the tensor outputs.
+void save_inputs_and_outputs(autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs);
+// Keeps every argument that is not a tensor (scalars, dims, flags, None) as attribute "arg<i>",
+// i its schema position; saved_argument reads it back.
+void save_arguments(autograd::AutogradContext& ctx, const Stack& inputs);
+const IValue& saved_argument(const autograd::AutogradContext& ctx, size_t i);
+
+// A formula shared by overloads of different arity (sum and sum.dim_IntList, sort and topk):
+// setup_context keeps the argument count, backward returns self's gradient and none for the rest.
+void save_argument_count(autograd::AutogradContext& ctx, const Stack& inputs);
+std::vector<Tensor> self_gradient(const autograd::AutogradContext& ctx, Tensor grad);
+
+// A backward written as a plain function of the registry calls, the ctx and the gradients.
+using OpsBackwardFn = std::vector<Tensor> (*)(const Ops& ops, autograd::AutogradContext& ctx,
+                                              const std::vector<Tensor>& grads);
+autograd::BackwardFn with_ops(Registry& registry, OpsBackwardFn backward);
+
+// The mask of the positions `index` (int64, size 1 at dim d) names along dim d of size n: true
+// where the position 0 .. n-1 equals the index (the gradient of a selection goes there).
+Tensor one_hot(const Ops& ops, const Tensor& index, int64_t d, int64_t n);
+
+// setup_context of an in-place op that also receives self as it was before the call.
+using InplaceSetupFn = std::function<void(autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs,
+                                          const Tensor& original_self)>;
+// The Autograd kernel (OpBuilder::autograd_kernel) of an in-place op (self: argument 0) whose
+// formula needs self from before the write, which setup_context, run after the kernel, no longer
+// sees (mul_: d/dother = grad * old self). A call that records first takes a recorded
+// aten::clone of self, so that double backward reaches self's earlier history through it.
+KernelFunction inplace_autograd_kernel(Registry& registry, autograd::BackwardFn backward, InplaceSetupFn setup);
+
+// ---- samples ----
+
+// A dim of a tensor of `rank`, negative about half the time (rank 0: -1 or 0).
+int64_t draw_dim(conformance::SampleDraw& draw, int64_t rank);
+// A tensor of `shape` and `dtype` whose finite floating values are distinct, for ops that are not
+// differentiable where values tie (max-like reductions, sort, topk): +-(1 + j/128) * 2^q, one
+// (sign, j, q) per element in a drawn order, exact in every floating dtype (8 significant bits).
+// Samples holding NaN or inf keep their values (gradcheck skips them; the forward checks see
+// them), and so do integer ones (ties show the stable order). The stride-0 layout is not drawn:
+// it repeats values.
+Tensor draw_tie_free(conformance::SampleDraw& draw, const std::vector<int64_t>& shape, DType dtype);
+
+// ---- memory formats (PyTorch's suggest_memory_format / empty_like rules) ----
+
+// c10's is_channels_last_strides_2d / _3d: does this 4-d (5-d) layout look channels-last?
+bool strides_like_channels_last(IntArrayRef sizes, IntArrayRef strides);
+// c10's get_channels_last_strides_2d / _3d (channel dim innermost).
+std::vector<int64_t> channels_last_strides(IntArrayRef sizes);
+// The strides of a new tensor shaped like `self` in `format` (empty_like / clone).
+std::vector<int64_t> strides_for_format(const Tensor& self, MemoryFormat format, std::string_view op);
+// The memory format PyTorch suggests for a layout (for outputs "like" an input).
+std::vector<int64_t> suggested_strides(const Tensor& t);
+// A new uninitialised tensor shaped like self in `format` (empty_like; fake under FakeTensorMode).
+Tensor new_like(const Tensor& self, MemoryFormat format, TensorOptions options, std::string_view op);
 
 }  // namespace opconform::reference::detail
