@@ -29,6 +29,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <variant>
 
 #include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
@@ -562,7 +563,12 @@ CheckResult check_jacobian(const Problem& p, const GradcheckOptions& o) {
 struct OpCall {
   OperatorHandle op;
   Stack args;                // floating tensors as float64 copies, the rest as given
-  std::vector<size_t> slots; // the argument positions of the differentiated inputs
+  // Where each differentiated input goes: an argument, or an element of a Tensor[] argument.
+  struct Slot {
+    size_t arg;
+    std::optional<size_t> element;
+  };
+  std::vector<Slot> slots;
 };
 
 // The tensors among the op's returns (Tensor, Tensor[] elements), with names for messages.
@@ -583,6 +589,20 @@ std::vector<std::pair<std::string, Tensor>> returned_tensors(const OperatorHandl
   return out;
 }
 
+// Puts the differentiated inputs into their places in the arguments.
+void place(Stack& stack, const std::vector<OpCall::Slot>& slots, const std::vector<Tensor>& inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const OpCall::Slot& slot = slots[i];
+    if (!slot.element) {
+      stack[slot.arg] = IValue(inputs[i]);
+      continue;
+    }
+    std::vector<Tensor> list = stack[slot.arg].to_tensor_list();
+    list[*slot.element] = inputs[i];
+    stack[slot.arg] = IValue(std::move(list));
+  }
+}
+
 // The call's arguments for one evaluation: tensors the schema marks written are cloned, so an
 // in-place or out= op starts every evaluation from the sample's values, not the last result.
 Stack fresh_args(const OperatorHandle& op, const Stack& args) {
@@ -598,7 +618,7 @@ Stack fresh_args(const OperatorHandle& op, const Stack& args) {
 
 std::vector<Tensor> run_op(const OpCall& call, const std::vector<Tensor>& inputs) {
   Stack stack = fresh_args(call.op, call.args);
-  for (size_t i = 0; i < inputs.size(); ++i) stack[call.slots[i]] = IValue(inputs[i]);
+  place(stack, call.slots, inputs);
   ::opconform::conformance::detail::run_boxed(call.op, stack);
   std::vector<Tensor> out;
   for (auto& [name, t] : returned_tensors(call.op, stack)) out.push_back(t);
@@ -630,26 +650,43 @@ CheckResult skipped(std::string check, std::string why) {
 std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, const std::string& check, double eps,
                                    Problem& problem, OpCall& call, std::vector<size_t>& diff_outputs) {
   call.args = args;
-  for (size_t a = 0; a < args.size(); ++a) {
-    if (!args[a].is_tensor()) continue;
-    const Tensor& t = args[a].to_tensor();
-    if (!t.defined() || !is_floating(t.dtype())) continue;
-    // A float64 copy detached from the caller's graph: differentiated when the sample's tensor
-    // requires grad, held constant otherwise (float64 too, so mixed-dtype ops see one dtype).
+  // Each floating tensor (a Tensor argument, or an element of a Tensor[] one) becomes a float64
+  // copy detached from the caller's graph: differentiated when the sample's tensor requires
+  // grad, held constant otherwise (float64 too, so mixed-dtype ops see one dtype).
+  auto widen = [&](const Tensor& t, size_t a, std::optional<size_t> element,
+                   const std::string& label) -> std::variant<Tensor, CheckResult> {
     Tensor copy = t.detach().to(DType::Float64).clone();
-    call.args[a] = IValue(copy);
     // A constant argument so large that eps is lost next to it swallows the step too.
     const double too_large = eps * kLostStep;
     for (double v : values_of(copy)) {
       if (std::isfinite(v) && std::abs(v) > too_large) {
-        return skipped(check, concat("'", op.name(), "': argument '", argument_name(op, a), "' holds ", fmt(v),
+        return skipped(check, concat("'", op.name(), "': ", label, " holds ", fmt(v),
                                      ", too large for finite differences next to it"));
       }
     }
     if (t.requires_grad()) {
-      call.slots.push_back(a);
-      problem.inputs.push_back(Variable{"input '" + argument_name(op, a) + "' (argument " + std::to_string(a) + ")",
-                                        sizes_of(copy), copy.device(), values_of(copy)});
+      call.slots.push_back({a, element});
+      problem.inputs.push_back(Variable{label, sizes_of(copy), copy.device(), values_of(copy)});
+    }
+    return copy;
+  };
+  for (size_t a = 0; a < args.size(); ++a) {
+    const std::string arg = "input '" + argument_name(op, a) + "'";
+    if (args[a].is_tensor()) {
+      const Tensor& t = args[a].to_tensor();
+      if (!t.defined() || !is_floating(t.dtype())) continue;
+      auto w = widen(t, a, std::nullopt, arg + " (argument " + std::to_string(a) + ")");
+      if (auto* r = std::get_if<CheckResult>(&w)) return *r;
+      call.args[a] = IValue(std::get<Tensor>(w));
+    } else if (args[a].is_tensor_list()) {
+      std::vector<Tensor> list = args[a].to_tensor_list();
+      for (size_t e = 0; e < list.size(); ++e) {
+        if (!list[e].defined() || !is_floating(list[e].dtype())) continue;
+        auto w = widen(list[e], a, e, concat(arg, "[", e, "] (argument ", a, ")"));
+        if (auto* r = std::get_if<CheckResult>(&w)) return *r;
+        list[e] = std::get<Tensor>(w);
+      }
+      call.args[a] = IValue(std::move(list));
     }
   }
   problem.check = check;
@@ -669,7 +706,7 @@ std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, 
   std::vector<std::pair<std::string, Tensor>> named;
   try {
     Stack stack = fresh_args(op, call.args);
-    for (size_t i = 0; i < leaves.size(); ++i) stack[call.slots[i]] = IValue(leaves[i]);
+    place(stack, call.slots, leaves);
     ::opconform::conformance::detail::run_boxed(op, stack);
     named = returned_tensors(op, stack);
   } catch (const Error& e) {

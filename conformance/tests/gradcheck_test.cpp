@@ -354,6 +354,26 @@ TEST_F(KinkTest, OutVariantsAreSkipped) {
   EXPECT_THAT(r.message, HasSubstr("out="));
 }
 
+TEST_F(GradcheckTest, ElementsOfATensorListAreDifferentiated) {
+  // t::pairwise(Tensor[] xs) = xs[0] * xs[1], composite over the differentiable t::mul.
+  auto mul_op = differentiable_mul();
+  Library lib("t", LibraryKind::FRAGMENT, std::nullopt, registry);
+  lib.define("pairwise(Tensor[] xs) -> Tensor");
+  lib.impl("pairwise", [this](const std::vector<Tensor>& xs) { return mul(xs.at(0), xs.at(1)); },
+           DispatchKey::CompositeImplicitAutograd);
+  Stack args{IValue(std::vector<Tensor>{leaf({3}, 0.3), leaf({3}, 1.1)})};
+  CheckResult r = gradcheck(registry.get("t::pairwise"), args);
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+  EXPECT_EQ(gradgradcheck(registry.get("t::pairwise"), args).outcome, Outcome::passed);
+  // A wrong derivative of the second element is found and named.
+  lib.define("pairwise_wrong(Tensor[] xs) -> Tensor");
+  lib.impl("pairwise_wrong", [this](const std::vector<Tensor>& xs) { return mul(mul(xs.at(0), xs.at(1).detach()), xs.at(1)); },
+           DispatchKey::CompositeImplicitAutograd);
+  CheckResult wrong = gradcheck(registry.get("t::pairwise_wrong"), args);
+  ASSERT_EQ(wrong.outcome, Outcome::failed);
+  EXPECT_THAT(wrong.message, HasSubstr("input 'xs'[1]"));
+}
+
 TEST_F(KinkTest, NonFiniteSamplesAreSkippedWithTheReason) {
   auto op = sin_with_backward("t::sin", cos_grad);
   CheckResult r = gradcheck(op.handle(), {IValue(at({0.5, INFINITY}))});

@@ -183,7 +183,7 @@ void register_fill_and_full_like(Library& lib, const std::string& fam) {
     b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
     // The value replaces self everywhere: no gradient reaches self.
     b.autograd([ops = Ops(r)](autograd::AutogradContext&, const Grads& g) -> Grads {
-      return {ops.zeros_like(g[0]), Tensor()};
+      return {ops.mul(g[0], 0), Tensor()};  // zero, recorded: double backward holds
     });
     b.vmap([ops = Ops(r)](const VmapInfo&, const Stack& inputs, const std::vector<std::optional<int64_t>>& in_dims) {
       return std::make_pair(ops.call("aten::fill.Scalar", inputs), std::vector<std::optional<int64_t>>{in_dims[0]});

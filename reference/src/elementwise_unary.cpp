@@ -108,7 +108,9 @@ void register_elementwise_unary(Library& lib) {
     OpBuilder b(lib, "aten::sign(Tensor self) -> Tensor", fam, "sign of x: -1, 0 or 1 (bool: itself)");
     unary<Domain::Real>(b, Result::same, [](auto v) -> decltype(v) { return (v > 0) - (v < 0); });
     b.dtypes(concat_dtypes(kReal, {DType::Bool}))
-        .autograd([ops = Ops(r)](autograd::AutogradContext&, const Grads& g) -> Grads { return {ops.zeros_like(g[0])}; });
+        .autograd([ops = Ops(r)](autograd::AutogradContext&, const Grads& g) -> Grads {
+          return {ops.mul(g[0], 0)};  // zero, recorded (not a constant), so double backward holds
+        });
   }
   // ---- rounding (zero gradient almost everywhere, as PyTorch) ----
   struct Rounding {
@@ -127,7 +129,9 @@ void register_elementwise_unary(Library& lib) {
       else return v;  // integers are already integral
     });
     b.dtypes(kReal).autograd(
-        [ops = Ops(r)](autograd::AutogradContext&, const Grads& g) -> Grads { return {ops.zeros_like(g[0])}; });
+        [ops = Ops(r)](autograd::AutogradContext&, const Grads& g) -> Grads {
+          return {ops.mul(g[0], 0)};  // zero, recorded (not a constant), so double backward holds
+        });
   }
 
   // ---- exponentials and logarithms ----

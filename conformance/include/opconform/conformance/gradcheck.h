@@ -45,8 +45,10 @@ struct GradcheckOptions {
   bool check_grad_dtypes = true;  // gradient dtype == input dtype (shapes are always checked)
 };
 
-// Checks the op's backward against finite differences on `args` (schema order). Skipped, with
-// the reason, when no floating tensor argument requires grad or no output is differentiable.
+// Checks the op's backward against finite differences on `args` (schema order): with respect to
+// every floating tensor that requires grad, a Tensor argument or an element of a Tensor[] one.
+// Skipped, with the reason, when none requires grad, no output is differentiable, or the op is
+// an out= overload (those refuse autograd, as in PyTorch).
 // Never throws for a finding: an opconform::Error from the op or its backward is a failure.
 CheckResult gradcheck(const OperatorHandle& op, const Stack& args, const GradcheckOptions& options = {});
 
