@@ -289,15 +289,20 @@ void declare_constraints(std::string op_name, InputConstraints constraints) {
   t.by_op[std::move(op_name)] = std::move(constraints);
 }
 
+std::optional<std::string_view> op_without_overload(std::string_view op_name) {
+  const auto colon = op_name.rfind("::");
+  const auto dot = op_name.find('.', colon == std::string_view::npos ? 0 : colon);
+  if (dot == std::string_view::npos) return std::nullopt;
+  return op_name.substr(0, dot);
+}
+
 std::optional<InputConstraints> declared_constraints(std::string_view op_name) {
   auto& t = table();
   std::lock_guard lock(t.mutex);
   if (auto it = t.by_op.find(op_name); it != t.by_op.end()) return it->second;
   // "ns::op.overload" falls back to the constraints of "ns::op" (shared by its overloads).
-  auto colon = op_name.rfind("::");
-  auto dot = op_name.find('.', colon == std::string_view::npos ? 0 : colon);
-  if (dot != std::string_view::npos) {
-    if (auto it = t.by_op.find(op_name.substr(0, dot)); it != t.by_op.end()) return it->second;
+  if (auto base = op_without_overload(op_name)) {
+    if (auto it = t.by_op.find(*base); it != t.by_op.end()) return it->second;
   }
   return std::nullopt;
 }

@@ -1200,10 +1200,8 @@ SampleBuilder declared_sample_builder(std::string_view op_name) {
   std::lock_guard lock(t.mutex);
   if (auto it = t.by_op.find(op_name); it != t.by_op.end()) return it->second;
   // "ns::op.overload" falls back to the builder of "ns::op" (as declared_constraints does).
-  auto colon = op_name.rfind("::");
-  auto dot = op_name.find('.', colon == std::string_view::npos ? 0 : colon);
-  if (dot != std::string_view::npos) {
-    if (auto it = t.by_op.find(op_name.substr(0, dot)); it != t.by_op.end()) return it->second;
+  if (auto base = op_without_overload(op_name)) {
+    if (auto it = t.by_op.find(*base); it != t.by_op.end()) return it->second;
   }
   return {};
 }

@@ -116,6 +116,10 @@ std::vector<std::string> constraint_violations(const FunctionSchema& schema, con
 
 // ---- the table of declared constraints (by operator name, "ns::op" or "ns::op.overload") ----
 
+// "ns::op" of "ns::op.overload" (nullopt without an overload): where the per-op declarations
+// (constraints, sample builders) of an overload fall back to.
+std::optional<std::string_view> op_without_overload(std::string_view op_name);
+
 // Declares (or replaces) the constraints of an operator.
 void declare_constraints(std::string op_name, InputConstraints constraints);
 // The declared constraints: for "ns::op.overload" the overload's own, else those of "ns::op".
