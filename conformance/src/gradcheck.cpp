@@ -9,19 +9,25 @@
 //
 // Note [Points where the op is not differentiable]: at a kink (|x| at 0) or a jump (floor at an
 // integer) within eps of the sample, the central difference is no derivative at all. So a
-// numerical entry that disagrees with the analytical one is looked at more closely, from f at
-// x - eps, x - eps/2, x, x + eps/2, x + eps: when the difference quotient doubles as the step
-// halves, f jumps there and any analytical value (a convention, such as 0 for floor) is
-// accepted; when the one-sided differences disagree, f has a kink there and an analytical value
-// between them (a subgradient) is accepted, one outside them still fails; otherwise f is smooth
-// and the disagreement is a finding. Samples holding NaN or infinity (in an input, or in the
-// output at the sample) have no finite differences: the check is skipped for them.
+// numerical entry that disagrees with the analytical one is looked at more closely:
+//   - within the rounding noise of the difference quotient (a few ulps of |f| over the step), the
+//     analytical value is as right as the estimate can tell;
+//   - from f at x -/+ eps/2 too: when the quotient changes with the step, f jumps (or bends too
+//     fast) within eps and any analytical value is accepted (a convention, such as 0 for floor);
+//     when the one-sided differences disagree, f has a kink there and an analytical value between
+//     them (a subgradient) is accepted, one outside them fails;
+//   - a last look with a ten times wider step, where rounding noise (extreme values, strong
+//     cancellation) is ten times smaller: a wrong formula disagrees at every step.
+// Samples holding NaN or infinity (in an input, or in the output at the sample), values too
+// large for the step, or a step that leaves the op's domain have no finite differences: the
+// check is skipped for them, with the reason.
 //
 // Everything works on float64 values held as std::vector<double> (the perturbations need exact
 // control of every element), turned into fresh tensors for each evaluation: the sample is never
 // touched, and no saved tensor of a recorded graph is ever written to.
 #include "opconform/conformance/gradcheck.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <iomanip>
@@ -172,7 +178,7 @@ bool gradient_overflows(const std::vector<Tensor>& outputs, const std::vector<Te
                        .to(out.dtype(), out.device()));
   }
   for (double g : values_of(backward(outputs, ones, leaves).at(i)))
-    if (!std::isfinite(g)) return true;
+    if (std::isinf(g)) return true;  // NaN is no overflow: a backward making NaN is a finding
   return false;
 }
 
@@ -240,10 +246,12 @@ enum class Smoothness { smooth, kink, jump };
 
 // What f looks like around the point, from a full stencil (half steps included).
 Smoothness classify(const Stencil& s, double eps) {
-  // A smooth f changes these by O(eps f''), far below the bounds for |f''| < 1e3.
+  // A smooth f changes these by O(eps f''), small next to the bounds for |f''| well under 1e3.
   auto differ = [](double a, double b) { return std::abs(a - b) > 1e-3 * (1 + std::abs(a) + std::abs(b)); };
   const double central = (s.plus - s.minus) / (2 * eps), half_central = (*s.half_plus - *s.half_minus) / eps;
-  if (differ(central, half_central)) return Smoothness::jump;  // the quotient doubles as the step halves
+  // The quotient changes with the step: f jumps within eps, or bends too fast for the step (a
+  // kink between eps/2 and eps away reads the same); finite differences say nothing there.
+  if (differ(central, half_central)) return Smoothness::jump;
   const double left = (s.base - s.minus) / eps, right = (s.plus - s.base) / eps;
   return differ(left, right) ? Smoothness::kink : Smoothness::smooth;
 }
@@ -254,7 +262,12 @@ Smoothness classify(const Stencil& s, double eps) {
 // one-sided differences, else the central difference (which then fails).
 double numerical_entry(const Stencil& s, double eps, double analytical, const GradcheckOptions& o) {
   const double central = (s.plus - s.minus) / (2 * eps);
-  if (close_enough(analytical, central, o) || !s.half_minus || std::isnan(analytical)) return central;
+  // The difference quotient is itself uncertain by the rounding of f: a few ulps of |f| over
+  // the step. An analytical value within that of it is as right as the estimate can tell.
+  const double rounding = 4 * std::numeric_limits<double>::epsilon() *
+                          std::max({std::abs(s.plus), std::abs(s.minus), std::abs(s.base)}) / eps;
+  if (std::abs(analytical - central) <= o.atol + o.rtol * std::abs(central) + rounding) return analytical;
+  if (!s.half_minus || std::isnan(analytical)) return central;
   switch (classify(s, eps)) {
     case Smoothness::smooth: return central;  // the analytical value is wrong
     case Smoothness::jump: return analytical;
@@ -377,7 +390,8 @@ CheckResult check_slow(const Problem& p, const GradcheckOptions& o, const std::v
       inputs[i] = var.make(minus);
       auto f_minus = evaluate_values(p, inputs);
       if (auto edge = domain_edge(p, o, f_minus, f_plus, concat(var.name, " element ", shape_string(unravel(static_cast<int64_t>(j), var.sizes))))) return *edge;
-      std::vector<std::vector<double>> f_half_plus, f_half_minus;  // evaluated on a mismatch only
+      // evaluated on a mismatch only
+      std::vector<std::vector<double>> f_half_plus, f_half_minus, f_wide_plus, f_wide_minus;
       for (size_t k = 0; k < n_out; ++k) {
         if (f_plus.at(k).size() != static_cast<size_t>(outputs[k].numel())) {
           return result(p, Outcome::failed,
@@ -399,7 +413,22 @@ CheckResult check_slow(const Problem& p, const GradcheckOptions& o, const std::v
             st.half_plus = f_half_plus.at(k).at(r);
             st.half_minus = f_half_minus.at(k).at(r);
           }
-          numerical[k][i][r * cols + j] = numerical_entry(st, o.eps, a, o);
+          double n = numerical_entry(st, o.eps, a, o);
+          if (!close_enough(a, n, o)) {
+            // A last look with a ten times wider step: rounding noise (extreme values, strong
+            // cancellation) shrinks tenfold there, while a wrong formula stays wrong at any step.
+            if (f_wide_plus.empty()) {
+              plus[j] = var.values[j] + 10 * o.eps;
+              minus[j] = var.values[j] - 10 * o.eps;
+              inputs[i] = var.make(plus);
+              f_wide_plus = evaluate_values(p, inputs);
+              inputs[i] = var.make(minus);
+              f_wide_minus = evaluate_values(p, inputs);
+            }
+            const double wide = (f_wide_plus.at(k).at(r) - f_wide_minus.at(k).at(r)) / (20 * o.eps);
+            if (close_enough(a, wide, o)) n = a;
+          }
+          numerical[k][i][r * cols + j] = n;
         }
       }
     }
@@ -472,7 +501,19 @@ CheckResult check_fast(const Problem& p, const GradcheckOptions& o, const std::v
       // which only the element-wise slow mode can tell apart (Note [Points where the op is not
       // differentiable]); it also names the element when the backward is wrong.
       const double numerical = dot(v[k], f_plus[k]) / (2 * o.eps) - dot(v[k], f_minus.at(k)) / (2 * o.eps);
-      if (!close_enough(analytical[k][i], numerical, o)) return check_slow(p, o, leaves, outputs);
+      if (close_enough(analytical[k][i], numerical, o)) continue;
+      // Past this size the slow mode's Jacobians (and one backward per output element) cost
+      // too much: the fast-mode finding is reported as it is.
+      int64_t in_elements = 0, out_elements = 0;
+      for (const auto& in : p.inputs) in_elements += static_cast<int64_t>(in.values.size());
+      for (const auto& out : outputs) out_elements += out.numel();
+      if (out_elements <= 4096 && in_elements * out_elements <= (int64_t{1} << 22)) return check_slow(p, o, leaves, outputs);
+      return result(p, Outcome::failed,
+                    concat(p.check, " (fast mode) of '", p.op_name, "': the gradient of ", p.output_names[k],
+                           " with respect to ", p.inputs[i].name, " is wrong: v^T J u is ", fmt(numerical),
+                           " numerically (central differences, eps ", fmt(o.eps), ") but ", fmt(analytical[k][i]),
+                           " analytically (u, v random unit vectors, seed ", o.seed, "); the sample is too large ",
+                           "to locate the element in slow mode. Sample: ", p.sample, "."));
     }
   }
   return result(p, Outcome::passed, "");
@@ -499,13 +540,13 @@ CheckResult check_jacobian(const Problem& p, const GradcheckOptions& o) {
       }
     }
     for (const auto& out : evaluate_values(p, make_inputs(p))) {
-      // Outputs near the end of the double range overflow a step away.
+      // Outputs so large that the change a step of eps makes is lost in their rounding.
       bool huge = false;
-      for (double v : out) huge = huge || std::abs(v) > 1e100;
+      for (double v : out) huge = huge || std::abs(v) > o.eps * kLostStep;
       if (!all_finite(out) || huge) {
         return result(p, Outcome::skipped,
                       concat(p.check, " of '", p.op_name, "': the output at this sample holds NaN, infinity or ",
-                             "values beyond 1e100, ",
+                             "values too large for a step of eps to show, ",
                              "where finite differences are undefined. Sample: ", p.sample, "."));
       }
     }
@@ -664,7 +705,10 @@ std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, 
                                      ", too large for finite differences next to it"));
       }
     }
-    if (t.requires_grad()) {
+    // An argument the op writes is held constant: differentiating it would need a recorded copy
+    // of the leaf for every evaluation.
+    const bool written = op.has_schema() && a < op.schema().arguments.size() && op.schema().arguments[a].is_write();
+    if (t.requires_grad() && !written) {
       call.slots.push_back({a, element});
       problem.inputs.push_back(Variable{label, sizes_of(copy), copy.device(), values_of(copy)});
     }
@@ -771,6 +815,15 @@ CheckResult gradgradcheck(const OperatorHandle& op, const Stack& args, const Gra
       for (const auto& var : first.inputs) leaves.push_back(var.make());
       NoGradGuard no_grad;
       outputs = pick(run_op(*call, leaves), *diff_outputs);
+    }
+    // Second derivatives at a sample where the op itself is not finite mean nothing (gradcheck
+    // skips such samples too).
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (!all_finite(values_of(outputs[k]))) {
+        return result(second, Outcome::skipped,
+                      concat("gradgradcheck of '", op.name(), "': ", first.output_names[k],
+                             " holds NaN or infinity at this sample. Sample: ", first.sample, "."));
+      }
     }
     std::mt19937_64 rng(options.seed + 1);
     std::normal_distribution<double> normal;

@@ -77,7 +77,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
       }
       ran = true;
       if (r.outcome == Outcome::failed || r.outcome == Outcome::crashed) {
-        r.minimal_input = description_of(sample, op.schema());
+        r.minimal_input = description_of(sample, op.schema()) + " (the first failing sample, not shrunk)";
         first_failure = r;
         break;
       }

@@ -336,6 +336,9 @@ TEST_F(KinkTest, InPlaceOpsAreEvaluatedFromTheSampleEachTime) {
   CheckResult r = gradcheck(add_.handle(), {IValue(x), IValue(at({0.5, -0.5}))});
   EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
   EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{1, 2}));  // the caller's sample is untouched
+  // x requiring grad too: the written argument is held constant, y is still differentiated.
+  CheckResult both = gradcheck(add_.handle(), {IValue(at({1, 2})), IValue(at({0.5, -0.5}))});
+  EXPECT_EQ(both.outcome, Outcome::passed) << both.message;
   // A constant so large that eps is lost next to it: no difference quotient, skipped.
   CheckResult huge = gradcheck(add_.handle(), {IValue(from_vector<double>({1e30, 2}, {2})), IValue(at({0.5, -0.5}))});
   EXPECT_EQ(huge.outcome, Outcome::skipped);
@@ -372,6 +375,17 @@ TEST_F(GradcheckTest, ElementsOfATensorListAreDifferentiated) {
   CheckResult wrong = gradcheck(registry.get("t::pairwise_wrong"), args);
   ASSERT_EQ(wrong.outcome, Outcome::failed);
   EXPECT_THAT(wrong.message, HasSubstr("input 'xs'[1]"));
+}
+
+TEST_F(KinkTest, ABackwardMakingNaNIsAFindingNotAnOverflow) {
+  // 0/0 in the backward at an ordinary point: NaN, which zero grad_outputs must not excuse.
+  auto op = custom_op("t::nan_grad", [](const Tensor& x) { return map(x, [](double v) { return v; }); }, opts(), {"x"});
+  op.register_autograd(
+      [](AutogradContext& ctx, const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{zip(g[0], ctx.saved_tensors()[0], [](double gv, double x) { return gv * (x - x) / (x - x); })};
+      },
+      save_inputs);
+  EXPECT_EQ(gradcheck(op.handle(), {IValue(at({0.5, 1.5}))}).outcome, Outcome::failed);
 }
 
 TEST_F(KinkTest, NonFiniteSamplesAreSkippedWithTheReason) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "opconform/core/error.h"
+
 namespace opconform {
 
 void Generator::manual_seed(uint64_t seed) {
@@ -22,6 +24,7 @@ double Generator::normal() {
 }
 
 uint64_t Generator::below(uint64_t n) {
+  OPCONFORM_CHECK(n > 0, ErrorCode::kInvalidArgument, "Generator::below: n must be positive");
   std::lock_guard lock(mutex_);
   // Rejection sampling: no modulo bias.
   const uint64_t limit = UINT64_MAX - UINT64_MAX % n;

@@ -606,7 +606,10 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   check_writable(*this, "copy_");
   // Nothing to write, nothing to read: a source without data (fake, meta) is fine here, and so is
   // a fake destination whose zero-byte storage counts as holding data.
-  if (numel() == 0) return *this;
+  if (numel() == 0) {
+    bump_version();  // an in-place call all the same, as PyTorch counts it
+    return *this;
+  }
   OPCONFORM_CHECK(!src.is_meta_data(), ErrorCode::kInvalidArgument, "copy_: cannot copy from a tensor on ",
                   src.device().to_string(), " into one on ", device().to_string(), ": the source has no data");
   if (s.device().is_cpu() && memory_overlaps(*this, s)) {

@@ -233,10 +233,13 @@ Stack draw_softmax_args(SampleDraw& draw) {
   return {IValue(self), IValue(draw_dim(draw, self.dim())), IValue(false)};
 }
 
+// A scalar parameter in [lo, hi], never NaN: a NaN parameter in the branch where() does not pick
+// still poisons that branch's gradient (0 * NaN), as in PyTorch.
 ArgConstraint scalar_in(double lo, double hi) {
   ArgConstraint c;
   c.values.min = lo;
   c.values.max = hi;
+  c.values.allow_nan = false;
   return c;
 }
 

@@ -16,7 +16,10 @@ conformance::GenerateSpec self_check_spec(const std::string& op, DType dtype, in
   conformance::GenerateSpec spec;
   spec.count = samples;
   spec.dtypes = {dtype};
-  spec.seed = std::hash<std::string>{}(op + "/" + std::string(name(dtype))) | 1;
+  // FNV-1a of "op/dtype": the same seed with every standard library (std::hash is not).
+  uint64_t h = 14695981039346656037ull;
+  for (char c : op + "/" + std::string(name(dtype))) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  spec.seed = h | 1;
   spec.requires_grad = true;
   return spec;
 }

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -79,11 +81,7 @@ int main(int argc, char** argv) {
       }
     });
     std::string text = format_self_check_markdown(cases, options);
-    if (auto slash = report.rfind('/'); slash != std::string::npos) {
-      std::string dir = report.substr(0, slash);
-      std::string cmd = "mkdir -p '" + dir + "'";
-      if (std::system(cmd.c_str()) != 0) throw std::runtime_error("cannot create " + dir);
-    }
+    if (auto dir = std::filesystem::path(report).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
     // Written beside, then renamed: a killed run leaves the previous report intact.
     const std::string tmp = report + ".tmp";
     {

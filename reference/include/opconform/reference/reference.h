@@ -1,5 +1,5 @@
 // The bundled reference registry: PyTorch's Core ATen operators (namespace "aten", the same
-// names, overloads and schema strings; ../shared/data/core_aten_opset.tsv) with reference CPU
+// names, overloads and schema strings; reference/data/core_aten_opset.tsv) with reference CPU
 // kernels written for clarity, fake kernels, autograd formulas, vmap rules and sample specs.
 //
 //   Registry registry;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "opconform/conformance/check.h"
 #include "opconform/core/generator.h"
@@ -29,8 +30,11 @@ std::unique_ptr<Check> make_error_inputs();
 // How every check calls the operator. A random op (Tag::nondeterministic_seeded) starts each
 // call from the same generator state, so runs a check compares draw the same numbers (the
 // fork_rng + manual_seed idiom); the caller's generator state is left as it was.
+// One such call at a time, so another thread's draws cannot interleave with it.
 inline void run_boxed(const OperatorHandle& op, Stack& stack) {
   if (!op.has_tag(Tag::nondeterministic_seeded)) return op.call_boxed(stack);
+  static std::recursive_mutex one_seeded_call_at_a_time;
+  std::lock_guard lock(one_seeded_call_at_a_time);
   GeneratorStateGuard keep_callers_state;
   manual_seed(0x0bc0f0);
   op.call_boxed(stack);
