@@ -24,3 +24,7 @@ if(NOT OPCONFORM_TORCH STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "opconform: libtorch ${OPCONFORM_HAVE_TORCH}")
+
+# The report writers (JSON) and the command-line program.
+find_package(nlohmann_json CONFIG REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)

@@ -3,10 +3,9 @@
 #include <string>
 #include <vector>
 
-namespace opconform {
-namespace {
+#include "opconform/core/error.h"
 
-// PyTorch's ScalarType numbering (c10/core/ScalarType.h) for the dtypes there are here.
+namespace opconform {
 std::optional<DType> dtype_of_scalar_type_number(int64_t n) {
   switch (n) {
     case 0: return DType::UInt8;
@@ -25,7 +24,12 @@ std::optional<DType> dtype_of_scalar_type_number(int64_t n) {
   }
 }
 
-}  // namespace
+
+int64_t scalar_type_number(DType dtype) {
+  for (int64_t n = 0; n <= 15; ++n)
+    if (dtype_of_scalar_type_number(n) == dtype) return n;
+  throw Error(ErrorCode::kInternal, "no PyTorch ScalarType number for " + std::string(name(dtype)));
+}
 
 std::optional<IValue> default_ivalue(const Argument& a) {
   if (!a.default_value) return std::nullopt;

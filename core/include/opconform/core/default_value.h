@@ -14,4 +14,9 @@ namespace opconform {
 // number, a ScalarType number with no DType, such as 8 ComplexHalf).
 std::optional<IValue> default_ivalue(const Argument& argument);
 
+// PyTorch's ScalarType numbers (c10/core/ScalarType.h): the DType of one (nullopt for numbers
+// with no DType here, such as 8 ComplexHalf), and the number of a DType.
+std::optional<DType> dtype_of_scalar_type_number(int64_t number);
+int64_t scalar_type_number(DType dtype);
+
 }  // namespace opconform

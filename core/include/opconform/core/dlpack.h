@@ -78,44 +78,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// ---------------------------------------------------------------------------------------------
-// DLPack 1.x versioned structs, C-compatible, under opconform's names (see the top of the file).
-// ---------------------------------------------------------------------------------------------
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-// The DLPack ABI version a versioned tensor was made for (1.x spec: `DLPackVersion`).
-typedef struct OpcDLPackVersion {
-  uint32_t major;  // an ABI break bumps this: consumers must reject a major they do not know
-  uint32_t minor;  // compatible additions
-} OpcDLPackVersion;
-
-// The versions we produce; we accept any minor of OPC_DLPACK_MAJOR_VERSION on import.
-#define OPC_DLPACK_MAJOR_VERSION 1
-#define OPC_DLPACK_MINOR_VERSION 0
-
-// The tensor's memory must not be written by the consumer.
-#define OPC_DLPACK_FLAG_BITMASK_READ_ONLY (1UL << 0)
-// The producer copied the data for this export (the consumer is its only user).
-#define OPC_DLPACK_FLAG_BITMASK_IS_COPIED (1UL << 1)
-
-// DLPack 1.x's `DLManagedTensorVersioned`, field for field: version first (so a consumer can
-// check it before touching anything else), then manager_ctx, deleter, flags and the tensor.
-typedef struct OpcDLManagedTensorVersioned {
-  OpcDLPackVersion version;
-  // The producer's bookkeeping (for our exports: the context holding the tensor alive).
-  void* manager_ctx;
-  // Called once by the consumer when it no longer needs the tensor; may be null.
-  void (*deleter)(struct OpcDLManagedTensorVersioned* self);
-  // OPC_DLPACK_FLAG_BITMASK_* bits.
-  uint64_t flags;
-  DLTensor dl_tensor;
-} OpcDLManagedTensorVersioned;
-
-#ifdef __cplusplus
-}  // extern "C"
-#endif
+#include "opconform/dlpack_versioned.h"
 
 #ifdef __cplusplus
 // Layout checks against the 1.x spec (LP64: 8-byte pointers).

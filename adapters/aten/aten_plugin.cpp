@@ -1,0 +1,780 @@
+// The libtorch (ATen 1.13) adapter: an opconform plugin (opconform/plugin.h) that offers ATen's own
+// kernels for every operator the host's reference knows.
+//
+// register_ops walks ATen's dispatcher (c10::Dispatcher::getAllOpNames) and, for every "aten::"
+// overload the host knows (host_knows), defines it with ATen's schema string — so the host compares
+// ATen 1.13's schema with its own and reports every difference as a load problem — and registers:
+//   - OPC_KERNEL_CPU: the op through ATen's dispatcher (OperatorHandle::callBoxed), autograd off;
+//   - OPC_KERNEL_FAKE: the same call on meta tensors, when ATen has a meta (or composite) kernel;
+//   - OPC_KERNEL_BACKWARD: ATen's autograd (torch::autograd::grad over a re-run of the op), for
+//     ops with a tensor argument and a tensor return.
+//
+// One boxed kernel serves every op (user_data: the op's entry). It converts the host's tagged
+// values into c10::IValues following ATen's schema types, calls the op and converts the returns.
+// The host's argument list must match ATen's (same count, compatible kinds); when the host's schema
+// differs in a way that breaks that, the call fails with OPC_NOT_IMPLEMENTED naming the difference
+// (the schema difference itself was reported at load by define).
+//
+// Tensors cross zero-copy both ways:
+//   - in: the host's DLPack 1.x tensor becomes an at::Tensor over the same memory (a c10::Storage
+//     whose DataPtr has no deleter: the host owns the memory and it outlives the call). This is
+//     done by hand rather than with at::fromDLPack because 1.13's fromDLPack ignores byte_offset,
+//     reads bool (DLPack 1.x code 6) as an error, and sizes the storage without the storage offset;
+//     here the host's byte_offset becomes the storage offset again, so ATen sees the same
+//     storage/offset split as the host (as_strided with a storage_offset then means the same);
+//   - out: an at::Tensor becomes a heap OpcDLManagedTensorVersioned holding a reference to the
+//     tensor (its storage stays alive until the host calls the deleter) — a view of an argument is
+//     then a view of the host's memory, as ATen made it. A return that IS an argument (in-place
+//     and out= ops returning self/out) is written as the argument's own pointer.
+//   - fake calls: arguments become meta tensors of the same sizes, strides, storage offset and
+//     dtype; returns become ctx->new_tensor with the meta result's sizes and strides.
+//
+// No C++ exception crosses the ABI: every entry point catches everything. c10::Error becomes
+// OPC_INVALID_ARGUMENT (ATen's TORCH_CHECKs are argument checks) or OPC_NOT_IMPLEMENTED ("not
+// implemented for 'Half'", NotImplementedError), with the first line of ATen's message.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <new>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "opconform/plugin.h"
+
+namespace {
+
+// DLPack 1.x's kDLBool (missing from the 0.6 header ATen ships).
+constexpr uint8_t kDLBoolCode = 6;
+
+// One registered operator: what user_data points to (entries live as long as the library).
+struct OpEntry {
+  std::string name;  // "aten::add.Tensor"
+  c10::OperatorHandle handle;
+  std::string schema_string;  // ATen 1.13's c10::toString(schema)
+};
+
+std::deque<OpEntry>& entries() {
+  static std::deque<OpEntry> list;
+  return list;
+}
+
+// A failure inside a kernel: thrown here, turned into a status at the ABI boundary.
+struct KernelError {
+  OpcStatus status;
+  std::string message;
+};
+
+[[noreturn]] void fail(OpcStatus status, std::string message) { throw KernelError{status, std::move(message)}; }
+
+std::string first_line(std::string_view text) {
+  const size_t end = text.find('\n');
+  return std::string(text.substr(0, end));
+}
+
+// ---------------------------------------------------------------- dtypes
+
+std::optional<at::ScalarType> scalar_type_of(DLDataType t) {
+  if (t.lanes != 1) return std::nullopt;
+  switch (t.code) {
+    case kDLInt:
+      if (t.bits == 8) return at::kChar;
+      if (t.bits == 16) return at::kShort;
+      if (t.bits == 32) return at::kInt;
+      if (t.bits == 64) return at::kLong;
+      break;
+    case kDLUInt:
+      if (t.bits == 8) return at::kByte;
+      break;
+    case kDLFloat:
+      if (t.bits == 16) return at::kHalf;
+      if (t.bits == 32) return at::kFloat;
+      if (t.bits == 64) return at::kDouble;
+      break;
+    case kDLBfloat:
+      if (t.bits == 16) return at::kBFloat16;
+      break;
+    case kDLComplex:
+      if (t.bits == 64) return at::kComplexFloat;
+      if (t.bits == 128) return at::kComplexDouble;
+      break;
+    case kDLBoolCode:
+      if (t.bits == 8) return at::kBool;
+      break;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
+DLDataType dl_dtype_of(at::ScalarType type) {
+  auto make = [](uint8_t code, uint8_t bits) { return DLDataType{code, bits, 1}; };
+  switch (type) {
+    case at::kBool: return make(kDLBoolCode, 8);
+    case at::kByte: return make(kDLUInt, 8);
+    case at::kChar: return make(kDLInt, 8);
+    case at::kShort: return make(kDLInt, 16);
+    case at::kInt: return make(kDLInt, 32);
+    case at::kLong: return make(kDLInt, 64);
+    case at::kHalf: return make(kDLFloat, 16);
+    case at::kBFloat16: return make(kDLBfloat, 16);
+    case at::kFloat: return make(kDLFloat, 32);
+    case at::kDouble: return make(kDLFloat, 64);
+    case at::kComplexFloat: return make(kDLComplex, 64);
+    case at::kComplexDouble: return make(kDLComplex, 128);
+    default:
+      fail(OPC_NOT_IMPLEMENTED, std::string("ATen returned a tensor of dtype ") + c10::toString(type) +
+                                    ", which opconform has no DLPack dtype for");
+  }
+}
+
+// ---------------------------------------------------------------- tensors in
+
+// The at::Tensor over a host tensor's memory (or, in a fake call, a meta tensor of its metadata).
+at::Tensor import_tensor(const OpcDLManagedTensorVersioned* managed, bool fake, const std::string& what) {
+  if (managed == nullptr) fail(OPC_INVALID_ARGUMENT, what + " is a null tensor");
+  if (managed->version.major != OPC_DLPACK_MAJOR_VERSION) {
+    fail(OPC_ABI_MISMATCH, what + " is a DLPack " + std::to_string(managed->version.major) + ".x tensor (expected " +
+                               std::to_string(OPC_DLPACK_MAJOR_VERSION) + ".x)");
+  }
+  const DLTensor& t = managed->dl_tensor;
+  const std::optional<at::ScalarType> type = scalar_type_of(t.dtype);
+  if (!type) {
+    fail(OPC_NOT_IMPLEMENTED, what + " has DLPack dtype (code " + std::to_string(t.dtype.code) + ", bits " +
+                                  std::to_string(t.dtype.bits) + ", lanes " + std::to_string(t.dtype.lanes) +
+                                  "), which ATen 1.13 has no dtype for");
+  }
+  if (!fake && t.device.device_type != kDLCPU) {
+    fail(OPC_NOT_IMPLEMENTED, what + " is not a CPU tensor (DLPack device type " +
+                                  std::to_string(static_cast<int>(t.device.device_type)) + "): this adapter offers CPU kernels");
+  }
+  if (t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr)) fail(OPC_INVALID_ARGUMENT, what + " has a malformed shape");
+  const std::vector<int64_t> sizes(t.shape, t.shape + t.ndim);
+  std::vector<int64_t> strides;
+  if (t.strides != nullptr) {
+    strides.assign(t.strides, t.strides + t.ndim);
+  } else {
+    strides.assign(sizes.size(), 1);
+    for (int64_t d = t.ndim - 2; d >= 0; --d) strides[d] = strides[d + 1] * std::max<int64_t>(sizes[d + 1], 1);
+  }
+  const int64_t item = static_cast<int64_t>(c10::elementSize(*type));
+  int64_t numel = 1;
+  int64_t last = 0;  // offset (elements) of the farthest element
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] < 0 || strides[d] < 0) fail(OPC_INVALID_ARGUMENT, what + " has a negative size or stride");
+    numel *= sizes[d];
+    if (sizes[d] > 0) last += (sizes[d] - 1) * strides[d];
+  }
+  const int64_t extent = numel == 0 ? 0 : (last + 1) * item;
+  const int64_t byte_offset = static_cast<int64_t>(t.byte_offset);
+  // The host's storage starts at `data`; a byte offset of whole elements is its storage offset.
+  const bool whole = byte_offset % item == 0;
+  const int64_t storage_offset = whole ? byte_offset / item : 0;
+  const size_t nbytes = static_cast<size_t>(whole ? byte_offset + extent : extent);
+
+  const c10::Device device = fake ? c10::Device(c10::kMeta) : c10::Device(c10::kCPU);
+  void* base = fake || t.data == nullptr ? nullptr : (whole ? t.data : static_cast<char*>(t.data) + byte_offset);
+  // No deleter: the host owns the memory; the tensor lives no longer than the call (or than
+  // a return that aliases it, which the host ties to the argument's storage).
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, c10::DataPtr(base, device),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(fake ? c10::DispatchKey::Meta : c10::DispatchKey::CPU),
+      caffe2::TypeMeta::fromScalarType(*type));
+  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
+  tensor.unsafeGetTensorImpl()->set_storage_offset(storage_offset);
+  return tensor;
+}
+
+// ---------------------------------------------------------------- tensors out
+
+struct ExportContext {
+  OpcDLManagedTensorVersioned managed{};
+  at::Tensor tensor;  // keeps the storage (and, for a view, the argument's memory wrapper) alive
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+};
+
+void delete_export(OpcDLManagedTensorVersioned* self) {
+  if (self != nullptr) delete static_cast<ExportContext*>(self->manager_ctx);
+}
+
+// Zero-copy export of an ATen CPU tensor: the host calls the deleter once.
+OpcDLManagedTensorVersioned* export_tensor(at::Tensor t) {
+  if (t.layout() != at::kStrided) fail(OPC_NOT_IMPLEMENTED, "ATen returned a non-strided tensor");
+  if (!t.device().is_cpu()) fail(OPC_ERROR, "ATen returned a tensor on " + t.device().str() + ", not cpu");
+  if (t.is_conj() || t.is_neg()) t = t.resolve_conj().resolve_neg();  // lazy conjugate/negative bits
+  auto ctx = std::make_unique<ExportContext>();
+  ctx->tensor = t;
+  ctx->shape.assign(t.sizes().begin(), t.sizes().end());
+  ctx->strides.assign(t.strides().begin(), t.strides().end());
+  OpcDLManagedTensorVersioned& m = ctx->managed;
+  m.version = {OPC_DLPACK_MAJOR_VERSION, OPC_DLPACK_MINOR_VERSION};
+  m.manager_ctx = ctx.get();
+  m.deleter = &delete_export;
+  m.flags = 0;
+  DLTensor& dl = m.dl_tensor;
+  dl.data = t.storage().data();
+  dl.device = DLDevice{kDLCPU, 0};
+  dl.ndim = static_cast<int32_t>(t.dim());
+  dl.dtype = dl_dtype_of(t.scalar_type());
+  dl.shape = ctx->shape.data();
+  dl.strides = ctx->strides.data();
+  dl.byte_offset = static_cast<uint64_t>(t.storage_offset()) * t.element_size();
+  return &ctx.release()->managed;
+}
+
+// ---------------------------------------------------------------- arguments
+
+// The tensors of one call's arguments: to recognise a return that is an argument.
+struct CallState {
+  const OpcCallContext* ctx;
+  bool fake;
+  std::vector<std::pair<const c10::TensorImpl*, OpcDLManagedTensorVersioned*>> inputs;
+};
+
+const char* tag_name(OpcTag tag) {
+  switch (tag) {
+    case OPC_TAG_NONE: return "None";
+    case OPC_TAG_TENSOR: return "Tensor";
+    case OPC_TAG_INT: return "int";
+    case OPC_TAG_DOUBLE: return "float";
+    case OPC_TAG_BOOL: return "bool";
+    case OPC_TAG_COMPLEX: return "complex";
+    case OPC_TAG_STRING: return "str";
+    case OPC_TAG_LIST: return "list";
+    default: return "an unknown tag";
+  }
+}
+
+[[noreturn]] void type_mismatch(const std::string& what, const c10::Type& type, const OpcValue& v) {
+  fail(OPC_NOT_IMPLEMENTED, what + ": ATen 1.13's schema has " + type.str() + " where the host passed " +
+                                tag_name(v.tag) + " (the host's schema differs from ATen 1.13's)");
+}
+
+at::Tensor tensor_arg(const OpcValue& v, const c10::Type& type, const std::string& what, CallState& call) {
+  if (v.tag != OPC_TAG_TENSOR) type_mismatch(what, type, v);
+  at::Tensor t = import_tensor(v.u.tensor, call.fake, what);
+  call.inputs.emplace_back(t.unsafeGetTensorImpl(), v.u.tensor);
+  return t;
+}
+
+int64_t int_arg(const OpcValue& v, const c10::Type& type, const std::string& what) {
+  if (v.tag == OPC_TAG_INT) return v.u.i;
+  if (v.tag == OPC_TAG_BOOL) return v.u.b != 0;
+  type_mismatch(what, type, v);
+}
+
+double float_arg(const OpcValue& v, const c10::Type& type, const std::string& what) {
+  if (v.tag == OPC_TAG_DOUBLE) return v.u.d;
+  if (v.tag == OPC_TAG_INT) return static_cast<double>(v.u.i);
+  if (v.tag == OPC_TAG_BOOL) return v.u.b != 0;
+  type_mismatch(what, type, v);
+}
+
+bool bool_arg(const OpcValue& v, const c10::Type& type, const std::string& what) {
+  if (v.tag == OPC_TAG_BOOL) return v.u.b != 0;
+  if (v.tag == OPC_TAG_INT && (v.u.i == 0 || v.u.i == 1)) return v.u.i != 0;
+  type_mismatch(what, type, v);
+}
+
+c10::IValue scalar_arg(const OpcValue& v, const c10::Type& type, const std::string& what) {
+  switch (v.tag) {
+    case OPC_TAG_INT: return c10::IValue(v.u.i);
+    case OPC_TAG_DOUBLE: return c10::IValue(v.u.d);
+    case OPC_TAG_BOOL: return c10::IValue(v.u.b != 0);
+    case OPC_TAG_COMPLEX: return c10::IValue(c10::complex<double>(v.u.c.re, v.u.c.im));
+    default: type_mismatch(what, type, v);
+  }
+}
+
+// One argument as ATen's schema type wants it. `n` is the static length of an int[N] (a single
+// int broadcasts to it, as in PyTorch).
+c10::IValue to_ivalue(const OpcValue& v, const c10::TypePtr& type, c10::optional<int32_t> n, const std::string& what,
+                      CallState& call) {
+  using c10::TypeKind;
+  switch (type->kind()) {
+    case TypeKind::OptionalType:
+      if (v.tag == OPC_TAG_NONE) {
+        // A fake call of a factory: its tensors go on the meta device.
+        if (call.fake && type->castRaw<c10::OptionalType>()->getElementType()->kind() == TypeKind::DeviceObjType) {
+          return c10::IValue(c10::Device(c10::kMeta));
+        }
+        return c10::IValue();
+      }
+      return to_ivalue(v, type->castRaw<c10::OptionalType>()->getElementType(), n, what, call);
+    case TypeKind::TensorType: return c10::IValue(tensor_arg(v, *type, what, call));
+    case TypeKind::IntType:
+    case TypeKind::SymIntType:
+    case TypeKind::ScalarTypeType:
+    case TypeKind::LayoutType:
+    case TypeKind::MemoryFormatType: return c10::IValue(int_arg(v, *type, what));
+    case TypeKind::FloatType: return c10::IValue(float_arg(v, *type, what));
+    case TypeKind::BoolType: return c10::IValue(bool_arg(v, *type, what));
+    case TypeKind::ComplexType:
+      if (v.tag == OPC_TAG_COMPLEX) return c10::IValue(c10::complex<double>(v.u.c.re, v.u.c.im));
+      return c10::IValue(c10::complex<double>(float_arg(v, *type, what), 0.0));
+    case TypeKind::NumberType: return scalar_arg(v, *type, what);
+    case TypeKind::StringType:
+      if (v.tag != OPC_TAG_STRING) type_mismatch(what, *type, v);
+      return c10::IValue(std::string(v.u.s.data, static_cast<size_t>(v.u.s.size)));
+    case TypeKind::DeviceObjType: {
+      if (v.tag != OPC_TAG_STRING) type_mismatch(what, *type, v);
+      if (call.fake) return c10::IValue(c10::Device(c10::kMeta));
+      const std::string device(v.u.s.data, static_cast<size_t>(v.u.s.size));
+      try {
+        return c10::IValue(c10::Device(device));
+      } catch (const c10::Error&) {
+        fail(OPC_INVALID_ARGUMENT, what + ": '" + device + "' is not a device ATen knows");
+      }
+    }
+    case TypeKind::GeneratorType:
+      if (v.tag != OPC_TAG_NONE) type_mismatch(what, *type, v);
+      return c10::IValue();
+    case TypeKind::ListType: {
+      const c10::TypePtr& element = type->castRaw<c10::ListType>()->getElementType();
+      // A single value for an int[N] / float[N] broadcasts.
+      std::vector<OpcValue> broadcast;
+      const OpcValue* items = nullptr;
+      int64_t size = 0;
+      if (v.tag == OPC_TAG_LIST) {
+        items = v.u.list.items;
+        size = v.u.list.size;
+        if (size > 0 && items == nullptr) fail(OPC_INVALID_ARGUMENT, what + " is a list without items");
+      } else if ((v.tag == OPC_TAG_INT || v.tag == OPC_TAG_DOUBLE || v.tag == OPC_TAG_BOOL) && n) {
+        broadcast.assign(static_cast<size_t>(*n), v);
+        items = broadcast.data();
+        size = *n;
+      } else {
+        type_mismatch(what, *type, v);
+      }
+      auto item_what = [&](int64_t i) { return what + "[" + std::to_string(i) + "]"; };
+      switch (element->kind()) {
+        case TypeKind::IntType:
+        case TypeKind::SymIntType: {
+          c10::List<int64_t> list;
+          list.reserve(static_cast<size_t>(size));
+          for (int64_t i = 0; i < size; ++i) list.push_back(int_arg(items[i], *element, item_what(i)));
+          return c10::IValue(std::move(list));
+        }
+        case TypeKind::FloatType: {
+          c10::List<double> list;
+          for (int64_t i = 0; i < size; ++i) list.push_back(float_arg(items[i], *element, item_what(i)));
+          return c10::IValue(std::move(list));
+        }
+        case TypeKind::BoolType: {
+          c10::List<bool> list;
+          for (int64_t i = 0; i < size; ++i) list.push_back(bool_arg(items[i], *element, item_what(i)));
+          return c10::IValue(std::move(list));
+        }
+        case TypeKind::TensorType: {
+          c10::List<at::Tensor> list;
+          for (int64_t i = 0; i < size; ++i) list.push_back(tensor_arg(items[i], *element, item_what(i), call));
+          return c10::IValue(std::move(list));
+        }
+        case TypeKind::OptionalType: {
+          if (element->castRaw<c10::OptionalType>()->getElementType()->kind() != TypeKind::TensorType) break;
+          c10::List<c10::optional<at::Tensor>> list;
+          for (int64_t i = 0; i < size; ++i) {
+            if (items[i].tag == OPC_TAG_NONE) {
+              list.push_back(c10::nullopt);
+            } else {
+              list.push_back(tensor_arg(items[i], *element, item_what(i), call));
+            }
+          }
+          return c10::IValue(std::move(list));
+        }
+        case TypeKind::NumberType: {
+          c10::impl::GenericList list(c10::NumberType::get());
+          for (int64_t i = 0; i < size; ++i) list.push_back(scalar_arg(items[i], *element, item_what(i)));
+          return c10::IValue(std::move(list));
+        }
+        default:
+          break;
+      }
+      fail(OPC_NOT_IMPLEMENTED, what + ": the adapter cannot pass a " + type->str());
+    }
+    default:
+      fail(OPC_NOT_IMPLEMENTED, what + ": the adapter cannot pass a " + type->str());
+  }
+}
+
+// The host's arguments as ATen's stack. `mutable_clone`: clone the arguments ATen's schema marks
+// written (the backward formula re-runs the op without touching the host's memory).
+torch::jit::Stack make_stack(const OpEntry& entry, const OpcValue* args, int64_t num_args, CallState& call) {
+  const auto& arguments = entry.handle.schema().arguments();
+  if (num_args != static_cast<int64_t>(arguments.size())) {
+    fail(OPC_NOT_IMPLEMENTED, "the host passed " + std::to_string(num_args) + " arguments but ATen 1.13's schema has " +
+                                  std::to_string(arguments.size()) + " (" + entry.schema_string +
+                                  "): the host's schema differs from ATen 1.13's");
+  }
+  torch::jit::Stack stack;
+  stack.reserve(arguments.size());
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const c10::Argument& a = arguments[i];
+    stack.push_back(to_ivalue(args[i], a.type(), a.N(), "argument '" + a.name() + "'", call));
+  }
+  return stack;
+}
+
+// ---------------------------------------------------------------- returns
+
+char* host_alloc(const CallState& call, size_t bytes) {
+  void* p = call.ctx->alloc(call.ctx->host, bytes);
+  if (p == nullptr) fail(OPC_OUT_OF_MEMORY, "the host's alloc failed");
+  return static_cast<char*>(p);
+}
+
+OpcDLManagedTensorVersioned* tensor_out(const at::Tensor& t, const CallState& call) {
+  for (const auto& [impl, managed] : call.inputs) {
+    if (impl == t.unsafeGetTensorImpl()) return managed;  // in-place / out=: the argument itself
+  }
+  if (!call.fake) return export_tensor(t);
+  if (!t.is_meta()) fail(OPC_ERROR, "ATen's meta kernel returned a tensor on " + t.device().str());
+  const DLDataType dtype = dl_dtype_of(t.scalar_type());
+  OpcDLManagedTensorVersioned* out = call.ctx->new_tensor(call.ctx->host, dtype, static_cast<int32_t>(t.dim()),
+                                                          t.sizes().data(), t.strides().data());
+  if (out == nullptr) throw KernelError{OPC_ERROR, ""};  // the host's message stands
+  return out;
+}
+
+// One return value. On failure, what was already written is released by free_returns.
+void from_ivalue(const c10::IValue& iv, OpcValue& out, const CallState& call) {
+  out = OpcValue{};
+  if (iv.isNone()) {
+    out.tag = OPC_TAG_NONE;
+  } else if (iv.isTensor()) {
+    const at::Tensor& t = iv.toTensor();
+    if (!t.defined()) {
+      out.tag = OPC_TAG_NONE;
+      return;
+    }
+    out.u.tensor = tensor_out(t, call);
+    out.tag = OPC_TAG_TENSOR;
+  } else if (iv.isInt()) {
+    out.tag = OPC_TAG_INT;
+    out.u.i = iv.toInt();
+  } else if (iv.isSymInt()) {
+    out.tag = OPC_TAG_INT;
+    out.u.i = iv.toSymInt().expect_int();
+  } else if (iv.isDouble()) {
+    out.tag = OPC_TAG_DOUBLE;
+    out.u.d = iv.toDouble();
+  } else if (iv.isBool()) {
+    out.tag = OPC_TAG_BOOL;
+    out.u.b = iv.toBool() ? 1 : 0;
+  } else if (iv.isComplexDouble()) {
+    const c10::complex<double> c = iv.toComplexDouble();
+    out.tag = OPC_TAG_COMPLEX;
+    out.u.c.re = c.real();
+    out.u.c.im = c.imag();
+  } else if (iv.isString()) {
+    const std::string& s = iv.toStringRef();
+    char* data = host_alloc(call, s.size() + 1);
+    std::memcpy(data, s.data(), s.size());
+    out.tag = OPC_TAG_STRING;
+    out.u.s.data = data;
+    out.u.s.size = static_cast<int64_t>(s.size());
+  } else if (iv.isList()) {
+    const c10::List<c10::IValue> list = iv.toList();
+    auto* items = reinterpret_cast<OpcValue*>(host_alloc(call, sizeof(OpcValue) * std::max<size_t>(list.size(), 1)));
+    for (size_t i = 0; i < list.size(); ++i) items[i] = OpcValue{};
+    out.tag = OPC_TAG_LIST;
+    out.u.list.items = items;
+    out.u.list.size = static_cast<int64_t>(list.size());
+    for (size_t i = 0; i < list.size(); ++i) from_ivalue(list.get(i), items[i], call);
+  } else {
+    fail(OPC_NOT_IMPLEMENTED, "ATen returned a " + iv.tagKind() + ", which the adapter cannot pass back");
+  }
+}
+
+// Releases the tensors of returns written before a failure (not the arguments returned as such).
+void free_value(OpcValue& v, const CallState& call) {
+  if (v.tag == OPC_TAG_TENSOR && v.u.tensor != nullptr) {
+    bool is_argument = false;
+    for (const auto& input : call.inputs) is_argument = is_argument || input.second == v.u.tensor;
+    if (!is_argument && v.u.tensor->deleter != nullptr) v.u.tensor->deleter(v.u.tensor);
+  } else if (v.tag == OPC_TAG_LIST) {
+    for (int64_t i = 0; i < v.u.list.size; ++i) free_value(v.u.list.items[i], call);
+  }
+  v = OpcValue{};
+}
+
+void write_returns(const torch::jit::Stack& stack, OpcValue* returns, int64_t num_returns, const CallState& call,
+                   const OpEntry& entry) {
+  if (static_cast<int64_t>(stack.size()) != num_returns) {
+    fail(OPC_NOT_IMPLEMENTED, "ATen 1.13's op returned " + std::to_string(stack.size()) + " values but the host expects " +
+                                  std::to_string(num_returns) + " (" + entry.schema_string +
+                                  "): the host's schema differs from ATen 1.13's");
+  }
+  for (int64_t i = 0; i < num_returns; ++i) returns[i] = OpcValue{};
+  try {
+    for (int64_t i = 0; i < num_returns; ++i) from_ivalue(stack[static_cast<size_t>(i)], returns[i], call);
+  } catch (...) {
+    for (int64_t i = 0; i < num_returns; ++i) free_value(returns[i], call);
+    throw;
+  }
+}
+
+// ---------------------------------------------------------------- the boundary
+
+// Runs `body`, turning every exception into a status and a message (first line of ATen's).
+template <typename Body>
+OpcStatus guarded(const OpcCallContext* ctx, Body&& body) {
+  auto report = [&](OpcStatus status, const std::string& message) {
+    if (ctx != nullptr && ctx->set_error != nullptr && !message.empty()) ctx->set_error(ctx->host, message.c_str());
+    return status;
+  };
+  try {
+    body();
+    return OPC_OK;
+  } catch (const KernelError& e) {
+    return report(e.status, e.message);
+  } catch (const c10::NotImplementedError& e) {
+    return report(OPC_NOT_IMPLEMENTED, first_line(e.what_without_backtrace()));
+  } catch (const c10::OutOfMemoryError& e) {
+    return report(OPC_OUT_OF_MEMORY, first_line(e.what_without_backtrace()));
+  } catch (const c10::Error& e) {
+    const std::string message = first_line(e.what_without_backtrace());
+    // ATen's dtype dispatch: "\"add_stub\" not implemented for 'Half'"; missing kernels:
+    // "Could not run 'aten::nonzero' with arguments from the 'Meta' backend".
+    const bool unsupported = message.find("not implemented for") != std::string::npos ||
+                             message.find("Could not run") != std::string::npos ||
+                             message.find("is not implemented") != std::string::npos;
+    return report(unsupported ? OPC_NOT_IMPLEMENTED : OPC_INVALID_ARGUMENT, message);
+  } catch (const std::bad_alloc&) {
+    return report(OPC_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return report(OPC_ERROR, first_line(e.what()));
+  } catch (...) {
+    return report(OPC_ERROR, "unknown C++ exception in the ATen adapter");
+  }
+}
+
+// OPC_KERNEL_CPU and OPC_KERNEL_FAKE: the op through ATen's dispatcher.
+OpcStatus call_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns,
+                      int64_t num_returns, void* user_data, bool fake) {
+  return guarded(ctx, [&] {
+    const OpEntry& entry = *static_cast<const OpEntry*>(user_data);
+    CallState call{ctx, fake, {}};
+    torch::jit::Stack stack = make_stack(entry, args, num_args, call);
+    {
+      at::NoGradGuard no_grad;
+      entry.handle.callBoxed(stack);
+    }
+    write_returns(stack, returns, num_returns, call, entry);
+  });
+}
+
+OpcStatus cpu_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns,
+                     int64_t num_returns, void* user_data) {
+  return call_kernel(ctx, args, num_args, returns, num_returns, user_data, /*fake=*/false);
+}
+
+OpcStatus fake_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns,
+                      int64_t num_returns, void* user_data) {
+  return call_kernel(ctx, args, num_args, returns, num_returns, user_data, /*fake=*/true);
+}
+
+bool differentiable(at::ScalarType t) { return at::isFloatingType(t) || at::isComplexType(t); }
+
+// OPC_KERNEL_BACKWARD: args are [the call's arguments..., its returns..., one gradient per tensor
+// return]; writes one gradient (or None) per schema argument. The op is re-run under autograd on
+// leaves over the host's memory (arguments the op writes are cloned first) and
+// torch::autograd::grad gives the gradients.
+OpcStatus backward_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* grads,
+                          int64_t num_grads, void* user_data) {
+  return guarded(ctx, [&] {
+    const OpEntry& entry = *static_cast<const OpEntry*>(user_data);
+    const c10::FunctionSchema& schema = entry.handle.schema();
+    const int64_t n = static_cast<int64_t>(schema.arguments().size());
+    const int64_t r = static_cast<int64_t>(schema.returns().size());
+    if (num_grads != n) {
+      fail(OPC_NOT_IMPLEMENTED, "the host expects " + std::to_string(num_grads) + " gradients but ATen 1.13's schema has " +
+                                    std::to_string(n) + " arguments (" + entry.schema_string + ")");
+    }
+    const int64_t num_tensor_returns = num_args - n - r;
+    if (num_tensor_returns < 0) fail(OPC_INVALID_ARGUMENT, "too few values for a backward call");
+    CallState call{ctx, false, {}};
+    torch::jit::Stack stack = make_stack(entry, args, n, call);
+
+    // Leaves: every floating/complex tensor argument (and Tensor[] item).
+    std::vector<at::Tensor> leaves;
+    std::vector<std::vector<int64_t>> leaf_of(static_cast<size_t>(n));  // per argument: leaf indices (-1: none)
+    auto make_leaf = [&](at::Tensor& t, bool written, std::vector<int64_t>& slots) {
+      if (!t.defined() || !differentiable(t.scalar_type())) {
+        slots.push_back(-1);
+        return;
+      }
+      t = t.detach().requires_grad_(true);
+      leaves.push_back(t);
+      slots.push_back(static_cast<int64_t>(leaves.size()) - 1);
+      if (written) t = t.clone();  // the re-run must not write the host's memory
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      const c10::Argument& a = schema.arguments()[static_cast<size_t>(i)];
+      const bool written = a.alias_info() != nullptr && a.alias_info()->isWrite();
+      c10::IValue& iv = stack[static_cast<size_t>(i)];
+      if (iv.isTensor()) {
+        at::Tensor t = iv.toTensor();
+        make_leaf(t, written, leaf_of[static_cast<size_t>(i)]);
+        iv = c10::IValue(t);
+      } else if (iv.isTensorList()) {
+        c10::List<at::Tensor> list = iv.toTensorList();
+        for (size_t k = 0; k < list.size(); ++k) {
+          at::Tensor t = list.get(k);
+          make_leaf(t, written, leaf_of[static_cast<size_t>(i)]);
+          list.set(k, t);
+        }
+        iv = c10::IValue(list);
+      }
+    }
+    if (leaves.empty()) {
+      for (int64_t i = 0; i < n; ++i) grads[i] = OpcValue{};
+      return;
+    }
+    {
+      at::AutoGradMode enable(true);
+      entry.handle.callBoxed(stack);
+    }
+    // Pair each differentiable tensor output with its gradient.
+    std::vector<at::Tensor> outputs;
+    std::vector<at::Tensor> output_grads;
+    const OpcValue* incoming = args + n + r;
+    int64_t next_grad = 0;
+    auto pair = [&](const at::Tensor& out, const OpcValue& g, const std::string& what) {
+      if (g.tag == OPC_TAG_NONE || !out.defined() || !out.requires_grad()) return;
+      at::Tensor grad = import_tensor(g.tag == OPC_TAG_TENSOR ? g.u.tensor : nullptr, false, what);
+      outputs.push_back(out);
+      output_grads.push_back(grad);
+    };
+    for (size_t k = 0; k < stack.size() && next_grad < num_tensor_returns; ++k) {
+      const c10::IValue& out = stack[k];
+      if (out.isTensor()) {
+        pair(out.toTensor(), incoming[next_grad], "gradient " + std::to_string(next_grad));
+        ++next_grad;
+      } else if (out.isTensorList()) {
+        const OpcValue& g = incoming[next_grad];
+        const c10::List<at::Tensor> list = out.toTensorList();
+        if (g.tag == OPC_TAG_LIST) {
+          for (size_t j = 0; j < list.size() && static_cast<int64_t>(j) < g.u.list.size; ++j) {
+            pair(list.get(j), g.u.list.items[j], "gradient " + std::to_string(next_grad) + "[" + std::to_string(j) + "]");
+          }
+        }
+        ++next_grad;
+      }
+    }
+    std::vector<at::Tensor> leaf_grads(leaves.size());
+    if (!outputs.empty()) {
+      leaf_grads = torch::autograd::grad(outputs, leaves, output_grads, /*retain_graph=*/false,
+                                         /*create_graph=*/false, /*allow_unused=*/true);
+    }
+    torch::jit::Stack result;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto& slots = leaf_of[static_cast<size_t>(i)];
+      if (slots.empty()) {
+        result.emplace_back();
+      } else if (schema.arguments()[static_cast<size_t>(i)].type()->kind() == c10::TypeKind::ListType) {
+        c10::List<c10::optional<at::Tensor>> list;
+        for (int64_t s : slots) list.push_back(s < 0 ? c10::optional<at::Tensor>() : c10::optional<at::Tensor>(leaf_grads[static_cast<size_t>(s)]));
+        result.emplace_back(std::move(list));
+      } else {
+        const int64_t s = slots[0];
+        result.emplace_back(s < 0 ? c10::IValue() : c10::IValue(leaf_grads[static_cast<size_t>(s)]));
+      }
+    }
+    CallState out_call{ctx, false, {}};  // gradients are never arguments
+    write_returns(result, grads, num_grads, out_call, entry);
+  });
+}
+
+// ---------------------------------------------------------------- registration
+
+bool has_tensor_argument(const c10::FunctionSchema& schema) {
+  for (const auto& a : schema.arguments()) {
+    const c10::TypePtr& t = a.type();
+    if (t->kind() == c10::TypeKind::TensorType) return true;
+    if (t->kind() == c10::TypeKind::OptionalType &&
+        t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType)
+      return true;
+    if (t->kind() == c10::TypeKind::ListType &&
+        t->castRaw<c10::ListType>()->getElementType()->kind() == c10::TypeKind::TensorType)
+      return true;
+  }
+  return false;
+}
+
+bool has_tensor_return(const c10::FunctionSchema& schema) {
+  for (const auto& a : schema.returns()) {
+    const c10::TypePtr& t = a.type();
+    if (t->kind() == c10::TypeKind::TensorType) return true;
+    if (t->kind() == c10::TypeKind::ListType &&
+        t->castRaw<c10::ListType>()->getElementType()->kind() == c10::TypeKind::TensorType)
+      return true;
+  }
+  return false;
+}
+
+// Ops whose meta call works: a meta kernel, or a composite kernel in the computed table.
+bool has_meta_kernel(const c10::OperatorHandle& handle) {
+  return handle.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta);
+}
+
+std::string qualified_name(const c10::OperatorName& name) {
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+OpcStatus register_ops(const OpcRegistrar* r) {
+  if (r == nullptr || r->version != OPC_PLUGIN_ABI_VERSION || r->size < sizeof(OpcRegistrar)) return OPC_ABI_MISMATCH;
+  try {
+    std::vector<c10::OperatorName> names = c10::Dispatcher::singleton().getAllOpNames();
+    std::vector<std::string> qualified;
+    for (const auto& name : names) {
+      if (name.name.rfind("aten::", 0) == 0) qualified.push_back(qualified_name(name));
+    }
+    std::sort(qualified.begin(), qualified.end());
+    for (const std::string& full : qualified) {
+      if (r->host_knows(r->host, full.c_str()) != 1) continue;
+      const size_t dot = full.find('.');
+      const std::string base = full.substr(0, dot);
+      const std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
+      const c10::optional<c10::OperatorHandle> handle = c10::Dispatcher::singleton().findSchema({base, overload});
+      if (!handle) continue;  // a name without a schema (no op to call)
+      OpEntry& entry = entries().emplace_back(OpEntry{full, *handle, c10::toString(handle->schema())});
+      // The host compares ATen's schema with its own: a difference is a load problem it reports.
+      OpcStatus status = r->define(r->host, entry.schema_string.c_str());
+      (void)status;  // a differing schema does not stop the op: the call checks the argument list
+      status = r->impl(r->host, full.c_str(), OPC_KERNEL_CPU, &cpu_kernel, &entry);
+      if (status != OPC_OK) return status;
+      if (has_meta_kernel(entry.handle)) {
+        status = r->impl(r->host, full.c_str(), OPC_KERNEL_FAKE, &fake_kernel, &entry);
+        if (status != OPC_OK) return status;
+      }
+      if (has_tensor_argument(entry.handle.schema()) && has_tensor_return(entry.handle.schema())) {
+        status = r->impl(r->host, full.c_str(), OPC_KERNEL_BACKWARD, &backward_kernel, &entry);
+        if (status != OPC_OK) return status;
+      }
+    }
+    return OPC_OK;
+  } catch (const std::bad_alloc&) {
+    return OPC_OUT_OF_MEMORY;
+  } catch (...) {
+    return OPC_ERROR;
+  }
+}
+
+const OpcPlugin kPlugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), "aten", "libtorch " TORCH_VERSION,
+                           &register_ops, 0};
+
+}  // namespace
+
+extern "C" OPC_EXPORT const OpcPlugin* opconform_plugin(void) { return &kPlugin; }

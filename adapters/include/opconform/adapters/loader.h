@@ -1,0 +1,69 @@
+// Loading an operator library into a Registry through the C ABI (opconform/plugin.h).
+//
+//   Registry lib_registry;
+//   auto lib = load_plugin("build/libvendor_ops.so", lib_registry, {.schemas = &reference_registry});
+//   lib->ops();       // the operators it implements
+//   lib->problems();  // per-op problems that did not stop the load (a schema that differs, ...)
+//
+// Every failure that stops the load — file missing, not a shared library, no entry point,
+// another ABI version, a schema that does not parse, a duplicate definition, register_ops
+// failing — throws PluginError naming the library (and the operator where there is one).
+// Registrations are undone and the library closed when the LoadedLibrary is destroyed.
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opconform/core/dtype.h"
+#include "opconform/core/error.h"
+#include "opconform/core/registry.h"
+#include "opconform/plugin.h"
+
+namespace opconform::adapters {
+
+class PluginError : public Error {
+ public:
+  PluginError(std::string library, std::string message)
+      : Error(ErrorCode::kRegistration, "plugin '" + library + "': " + message), library_(std::move(library)) {}
+  const std::string& library() const { return library_; }
+
+ private:
+  std::string library_;
+};
+
+struct LoadOptions {
+  // Where an operator the plugin implements without defining it takes its schema (the reference
+  // registry); a definition of one of its ops must match it. Null: every op must be defined.
+  const Registry* schemas = nullptr;
+};
+
+// A per-op problem found while loading that does not stop the load: the op is left out.
+struct LoadProblem {
+  std::string op;
+  std::string message;
+};
+
+class LoadedLibrary {
+ public:
+  virtual ~LoadedLibrary() = default;
+  virtual const std::string& name() const = 0;     // OpcPlugin.name
+  virtual const std::string& version() const = 0;  // OpcPlugin.version
+  virtual const std::string& origin() const = 0;   // the path, or "in-process"
+  // Operators with at least one kernel (real, fake or backward), sorted.
+  virtual std::vector<std::string> ops() const = 0;
+  virtual bool has_kernel(const std::string& op, OpcKernelKind kind) const = 0;
+  // The dtypes the plugin declared for `op` (nullopt when it declared none).
+  virtual std::optional<std::vector<DType>> declared_dtypes(const std::string& op) const = 0;
+  virtual const std::vector<LoadProblem>& problems() const = 0;
+};
+
+// dlopen + entry point + ABI check + register_ops into `registry`.
+std::unique_ptr<LoadedLibrary> load_plugin(const std::filesystem::path& path, Registry& registry,
+                                           const LoadOptions& options = {});
+// The same for a plugin linked into this process (OPCONFORM_IN_PROCESS_PLUGIN); `origin` names it.
+std::unique_ptr<LoadedLibrary> load_plugin(const OpcPlugin* plugin, Registry& registry, const LoadOptions& options = {},
+                                           std::string origin = "in-process");
+
+}  // namespace opconform::adapters

@@ -1,0 +1,228 @@
+/* opconform/plugin.h — the C ABI through which an operator library offers its kernels to opconform.
+ *
+ * Plain C (C99), no opconform C++ header needed: C, C++, Rust or Zig can implement it. This header
+ * is the documentation of the boundary.
+ *
+ * A plugin is a shared library that exports one function:
+ *
+ *     const OpcPlugin* opconform_plugin(void);
+ *
+ * returning a pointer to a static OpcPlugin. The host (opconform's loader) reads `abi_version`
+ * first and refuses a plugin built for another ABI major, then calls `register_ops` once with a
+ * registrar. Through the registrar the plugin defines operators (schema strings in the PyTorch
+ * schema language) and implements operators: a kernel per device type, a fake kernel (shapes
+ * only), an autograd formula. Implementing an operator the host already knows — a Core ATen op
+ * of opconform's reference, "aten::add.Tensor" — needs no definition: the host takes the schema
+ * from its reference registry. Defining it anyway with a schema that differs is reported.
+ *
+ *     static int32_t my_add(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args,
+ *                           OpcValue* returns, int64_t num_returns, void* user_data);
+ *     static int32_t register_ops(const OpcRegistrar* r) {
+ *       return r->impl(r->host, "aten::add.Tensor", OPC_KERNEL_CPU, my_add, NULL);
+ *     }
+ *     static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), "mylib", "1.0",
+ *                                      register_ops};
+ *     OPC_EXPORT const OpcPlugin* opconform_plugin(void) { return &plugin; }
+ *
+ * Versioning: every struct starts with a version field (`abi_version`, or `version` set to
+ * OPC_PLUGIN_ABI_VERSION) followed by its size in bytes where the struct may grow; every enum
+ * value is numbered explicitly and never reused. A compatible addition appends fields and keeps
+ * the major; a breaking change bumps OPC_PLUGIN_ABI_VERSION.
+ *
+ * Calling convention (one for every kernel, boxed): a kernel receives the call's arguments as an
+ * array of tagged values in schema order (defaults filled in by the host), writes one tagged
+ * value per schema return, and returns an OpcStatus. On any status but OPC_OK it should call
+ * ctx->set_error with a message naming the argument; the host turns it into an error naming the
+ * operator. No C++ exception may cross this boundary: a C++ plugin catches everything.
+ *
+ * Memory:
+ *   - Arguments are borrowed for the duration of the call. Tensor arguments are DLPack 1.x managed
+ *     tensors owned by the host: read (and, for arguments the schema marks written, write) their
+ *     memory; never call their deleter. Arguments the schema does not mark written carry
+ *     OPC_DLPACK_FLAG_BITMASK_READ_ONLY: writing them is a finding ("undeclared mutation").
+ *   - Returned tensors pass ownership to the host: either make them with ctx->new_tensor (host
+ *     memory, nothing to free; the easy way: tensors from new_tensor that are not returned, such as
+ *     scratch buffers, are freed after the call), or hand over your own managed tensor whose
+ *     deleter the host calls once. Returning an argument (an in-place op returning self) is written as
+ *     OPC_TAG_TENSOR with the argument's own pointer: the host recognises it and does not free it.
+ *   - Lists and strings in returns point into memory from ctx->alloc, owned by the host and freed
+ *     after the call.
+ *
+ * Fake kernels (OPC_KERNEL_FAKE) compute output metadata only: their tensor arguments have
+ * data == NULL, and ctx->new_tensor gives data-less tensors. Sizes are concrete (the hint values
+ * of symbolic sizes). Autograd formulas (OPC_KERNEL_BACKWARD) receive
+ *     [the call's arguments..., its returns..., one gradient per returned tensor (each element of
+ *      a Tensor[] return counts; none when absent)]
+ * and return one value per schema argument: the gradient (a tensor) or none.
+ *
+ * Threads: the host may call kernels from several threads; a plugin that is not thread-safe says
+ * so in OpcPlugin.flags (OPC_PLUGIN_FLAG_NOT_THREAD_SAFE). The host may run kernels in a worker
+ * process that it kills when a kernel crashes or hangs. */
+#ifndef OPCONFORM_PLUGIN_H_
+#define OPCONFORM_PLUGIN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opconform/dlpack_versioned.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI this header describes. The host refuses a plugin whose abi_version differs. */
+#define OPC_PLUGIN_ABI_VERSION 1
+
+/* The symbol every plugin exports (a function: const OpcPlugin* opconform_plugin(void)). */
+#define OPC_PLUGIN_ENTRY_POINT "opconform_plugin"
+
+#if defined(_WIN32)
+#define OPC_EXPORT __declspec(dllexport)
+#else
+#define OPC_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Status codes: what a kernel or a registrar call returns. */
+typedef int32_t OpcStatus;
+enum {
+  OPC_OK = 0,
+  OPC_ERROR = 1,              /* a failure; the message says what */
+  OPC_NOT_IMPLEMENTED = 2,    /* this dtype / device / argument combination is not supported */
+  OPC_INVALID_ARGUMENT = 3,   /* the arguments violate the op's contract (a user error) */
+  OPC_OUT_OF_MEMORY = 4,
+  OPC_ABI_MISMATCH = 5,       /* a struct version the callee does not know */
+};
+
+/* The tag of a value. */
+typedef int32_t OpcTag;
+enum {
+  OPC_TAG_NONE = 0,       /* None (an absent optional) */
+  OPC_TAG_TENSOR = 1,     /* .tensor: a DLPack 1.x managed tensor */
+  OPC_TAG_INT = 2,        /* .i: int, SymInt; also ScalarType, Layout, MemoryFormat (PyTorch's numbers) */
+  OPC_TAG_DOUBLE = 3,     /* .d: float */
+  OPC_TAG_BOOL = 4,       /* .b: 0 or 1 */
+  OPC_TAG_COMPLEX = 5,    /* .c: complex */
+  OPC_TAG_STRING = 6,     /* .s: str, Device ("cpu", "cuda:0"); not NUL-terminated, use .size */
+  OPC_TAG_LIST = 7,       /* .list: int[], float[], bool[], Tensor[], Tensor?[], Scalar[] */
+};
+
+/* One argument or return. Scalar arguments arrive with the tag of their value (INT, DOUBLE,
+ * BOOL or COMPLEX); a list's items carry their own tags. */
+typedef struct OpcValue {
+  OpcTag tag;
+  uint32_t reserved; /* zero */
+  union {
+    OpcDLManagedTensorVersioned* tensor;
+    int64_t i;
+    double d;
+    int32_t b;
+    struct {
+      double re, im;
+    } c;
+    struct {
+      const char* data;
+      int64_t size;
+    } s;
+    struct {
+      struct OpcValue* items;
+      int64_t size;
+    } list;
+  } u;
+} OpcValue;
+
+/* What the host passes to every kernel call. */
+typedef struct OpcCallContext {
+  uint32_t version;  /* OPC_PLUGIN_ABI_VERSION */
+  uint32_t size;     /* sizeof(OpcCallContext) as the host knows it */
+  void* host;        /* pass back to the functions below */
+  const char* op_name;  /* "aten::add.Tensor": for messages */
+  int32_t is_fake;      /* 1 in a fake kernel call: tensors have no data */
+  int32_t reserved;
+  /* Host-owned scratch memory, 16-byte aligned, freed after the call (NULL when out of memory). */
+  void* (*alloc)(void* host, size_t bytes);
+  /* A new tensor in host memory, compact row-major when strides is NULL, on the device of the
+   * call (data-less in a fake call). Returning it hands it to the host; one not returned is freed
+   * after the call. NULL (with an error set) on a bad descriptor or when out of memory. */
+  OpcDLManagedTensorVersioned* (*new_tensor)(void* host, DLDataType dtype, int32_t ndim, const int64_t* shape,
+                                             const int64_t* strides);
+  /* The message of a failing status (copied; the last call wins). */
+  void (*set_error)(void* host, const char* message);
+} OpcCallContext;
+
+/* A kernel, a fake kernel or an autograd formula: see the calling convention at the top. */
+typedef OpcStatus (*OpcKernelFn)(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args,
+                                 OpcValue* returns, int64_t num_returns, void* user_data);
+
+/* What a registrar's impl registers. */
+typedef int32_t OpcKernelKind;
+enum {
+  OPC_KERNEL_CPU = 1,       /* real kernel for CPU tensors */
+  OPC_KERNEL_CUDA = 2,      /* real kernel for CUDA tensors (device memory) */
+  OPC_KERNEL_FAKE = 3,      /* output metadata only */
+  OPC_KERNEL_BACKWARD = 4,  /* the autograd formula */
+};
+
+/* What register_ops receives. Every function returns OPC_OK or an error status (with a message
+ * the host keeps, naming the plugin); register_ops should pass a failing status on. */
+typedef struct OpcRegistrar {
+  uint32_t version;  /* OPC_PLUGIN_ABI_VERSION */
+  uint32_t size;     /* sizeof(OpcRegistrar) as the host knows it */
+  void* host;
+  /* Defines an operator: "mylib::scale(Tensor x, float alpha=1.0) -> Tensor" (qualified name
+   * required). Defining an op of the host's reference checks the schema against it. */
+  OpcStatus (*define)(void* host, const char* schema);
+  /* Registers fn for the operator (qualified name with overload: "aten::add.Tensor"). user_data
+   * is passed back on every call. One function per op and kind. */
+  OpcStatus (*impl)(void* host, const char* op_name, OpcKernelKind kind, OpcKernelFn fn, void* user_data);
+  /* Declares the dtypes the op's kernels support (DLPack dtypes; the host checks only these).
+   * Optional: without it the reference's dtypes are used. */
+  OpcStatus (*declare_dtypes)(void* host, const char* op_name, const DLDataType* dtypes, int64_t count);
+  /* 1 when the host has a schema for op_name (its reference knows the op), else 0. An adapter of a
+   * large library (ATen) offers only the ops the host can check. */
+  int32_t (*host_knows)(void* host, const char* op_name);
+} OpcRegistrar;
+
+/* Plugin flags. */
+enum {
+  OPC_PLUGIN_FLAG_NOT_THREAD_SAFE = 1,
+};
+
+/* What opconform_plugin() returns: a static object, valid while the library is loaded. */
+typedef struct OpcPlugin {
+  uint32_t abi_version;   /* OPC_PLUGIN_ABI_VERSION: read before anything else */
+  uint32_t size;          /* sizeof(OpcPlugin) */
+  const char* name;       /* "myvendor-ops": names the library in reports */
+  const char* version;    /* the library's own version, free text */
+  OpcStatus (*register_ops)(const OpcRegistrar* registrar);
+  uint64_t flags;         /* OPC_PLUGIN_FLAG_* */
+} OpcPlugin;
+
+typedef const OpcPlugin* (*OpcPluginEntryFn)(void);
+
+/* Registration macros, for C and C++ alike.
+ *
+ *   OPCONFORM_PLUGIN(my_ops, "my-ops", "1.0", register_ops)
+ *     defines `const OpcPlugin* my_ops(void)`. A library linked into the program (no dlopen) is
+ *     loaded with opconform::adapters::load_plugin(my_ops(), registry): the same explicit entry
+ *     point and the same boxed calls as a shared library, so it is checked the same way.
+ *   OPCONFORM_EXPORT_PLUGIN(my_ops)
+ *     exports it as the shared library's entry point (one per shared library). */
+#ifdef __cplusplus
+#define OPC_EXTERN_C extern "C"
+#else
+#define OPC_EXTERN_C
+#endif
+#define OPCONFORM_PLUGIN(ident, plugin_name, plugin_version, register_fn)                                  \
+  const OpcPlugin* ident(void) {                                                                           \
+    static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), plugin_name, plugin_version, \
+                                     register_fn, 0};                                                      \
+    return &plugin;                                                                                        \
+  }
+#define OPCONFORM_EXPORT_PLUGIN(ident) \
+  OPC_EXTERN_C OPC_EXPORT const OpcPlugin* opconform_plugin(void) { return ident(); }
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* OPCONFORM_PLUGIN_H_ */

@@ -1,0 +1,351 @@
+#include "plugin_call.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+
+#include "opconform/core/default_value.h"
+#include "opconform/core/dlpack.h"
+#include "opconform/core/error.h"
+#include "opconform/core/fake_tensor.h"
+#include "opconform/core/tensor.h"
+
+namespace opconform::adapters::detail {
+namespace {
+
+// A data-less managed tensor for fake calls: the descriptor's arrays live beside it.
+struct FakeManaged {
+  OpcDLManagedTensorVersioned managed{};
+  std::vector<int64_t> shape, strides;
+};
+
+void delete_fake(OpcDLManagedTensorVersioned* self) {
+  if (self != nullptr) delete static_cast<FakeManaged*>(self->manager_ctx);
+}
+
+OpcDLManagedTensorVersioned* make_fake_managed(DLDataType dtype, DLDevice device, std::vector<int64_t> shape,
+                                               std::vector<int64_t> strides) {
+  auto* f = new FakeManaged;
+  f->shape = std::move(shape);
+  f->strides = std::move(strides);
+  f->managed.version = {OPC_DLPACK_MAJOR_VERSION, OPC_DLPACK_MINOR_VERSION};
+  f->managed.manager_ctx = f;
+  f->managed.deleter = delete_fake;
+  f->managed.dl_tensor.data = nullptr;
+  f->managed.dl_tensor.device = device;
+  f->managed.dl_tensor.ndim = static_cast<int32_t>(f->shape.size());
+  f->managed.dl_tensor.dtype = dtype;
+  f->managed.dl_tensor.shape = f->shape.data();
+  f->managed.dl_tensor.strides = f->strides.data();
+  f->managed.dl_tensor.byte_offset = 0;
+  return &f->managed;
+}
+
+void release(OpcDLManagedTensorVersioned* m) {
+  if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+}
+
+// Everything one call allocates on the host side; the destructor frees what is left, whatever
+// path the call took (a failing status, a malformed result, an exception).
+struct CallArena {
+  bool fake = false;
+  Device device = Device::cpu();
+  std::string error;
+  std::vector<void*> blocks;                        // ctx->alloc
+  std::deque<std::string> strings;                  // string arguments
+  std::deque<std::vector<OpcValue>> lists;          // list arguments
+  std::vector<std::pair<OpcDLManagedTensorVersioned*, Tensor>> args;  // argument tensors (host-owned)
+  std::vector<OpcDLManagedTensorVersioned*> created;                  // new_tensor, not yet returned
+  std::vector<std::pair<OpcDLManagedTensorVersioned*, Tensor>> taken; // results already imported
+
+  ~CallArena() {
+    for (auto& [m, t] : args) release(m);
+    for (auto* m : created) release(m);
+    for (void* b : blocks) std::free(b);
+  }
+
+  OpcDLManagedTensorVersioned* export_tensor(const Tensor& t, bool writable) {
+    OpcDLManagedTensorVersioned* m = nullptr;
+    if (fake || t.is_fake() || t.is_meta_data()) {
+      const DLDevice dev = t.device().is_meta() ? DLDevice{kDLCPU, 0} : to_dlpack_device(t.device());
+      const auto sizes = t.sizes(), strides = t.strides();
+      m = make_fake_managed(to_dlpack_dtype(t.dtype()), dev, {sizes.begin(), sizes.end()},
+                            {strides.begin(), strides.end()});
+    } else {
+      m = to_dlpack_versioned(t);
+    }
+    if (!writable) m->flags |= OPC_DLPACK_FLAG_BITMASK_READ_ONLY;
+    args.emplace_back(m, t);
+    return m;
+  }
+
+  OpcValue to_value(const IValue& v, bool writable) {
+    OpcValue out{};
+    using T = IValue::Tag;
+    switch (v.tag()) {
+      case T::None: out.tag = OPC_TAG_NONE; break;
+      case T::Int: out.tag = OPC_TAG_INT, out.u.i = v.to_int(); break;
+      case T::SymInt: out.tag = OPC_TAG_INT, out.u.i = concrete_stand_in(*v.get_if<SymInt>()); break;
+      case T::Double: out.tag = OPC_TAG_DOUBLE, out.u.d = *v.get_if<double>(); break;
+      case T::Bool: out.tag = OPC_TAG_BOOL, out.u.b = v.to_bool() ? 1 : 0; break;
+      case T::Complex: {
+        const complex128 c = *v.get_if<complex128>();
+        out.tag = OPC_TAG_COMPLEX, out.u.c.re = c.real(), out.u.c.im = c.imag();
+        break;
+      }
+      case T::DType: out.tag = OPC_TAG_INT, out.u.i = scalar_type_number(*v.get_if<DType>()); break;
+      case T::Layout: out.tag = OPC_TAG_INT, out.u.i = static_cast<int64_t>(*v.get_if<Layout>()); break;
+      case T::MemoryFormat: out.tag = OPC_TAG_INT, out.u.i = static_cast<int64_t>(*v.get_if<MemoryFormat>()); break;
+      case T::Device: return string_value(v.get_if<Device>()->to_string());
+      case T::String: return string_value(v.to_string_ref());
+      case T::Tensor:
+        if (!v.to_tensor().defined()) break;  // an undefined tensor crosses as None
+        out.tag = OPC_TAG_TENSOR, out.u.tensor = export_tensor(v.to_tensor(), writable);
+        break;
+      case T::IntList: return list_of(*v.get_if<std::vector<int64_t>>(), writable);
+      case T::DoubleList: return list_of(*v.get_if<std::vector<double>>(), writable);
+      case T::BoolList: {
+        std::vector<IValue> items;
+        for (bool b : *v.get_if<std::vector<bool>>()) items.emplace_back(b);
+        return list_of(items, writable);
+      }
+      case T::TensorList: return list_of(v.to_tensor_list(), writable);
+      case T::OptionalTensorList: {
+        std::vector<IValue> items;
+        for (const auto& t : *v.get_if<std::vector<std::optional<Tensor>>>())
+          items.push_back(t ? IValue(*t) : IValue());
+        return list_of(items, writable);
+      }
+      case T::GenericList: return list_of(v.to_generic_list(), writable);
+    }
+    return out;
+  }
+
+  OpcValue string_value(std::string s) {
+    strings.push_back(std::move(s));
+    OpcValue out{};
+    out.tag = OPC_TAG_STRING;
+    out.u.s.data = strings.back().data();
+    out.u.s.size = static_cast<int64_t>(strings.back().size());
+    return out;
+  }
+
+  template <typename T>
+  OpcValue list_of(const std::vector<T>& items, bool writable) {
+    std::vector<OpcValue> values;
+    values.reserve(items.size());
+    for (const auto& item : items) values.push_back(to_value(IValue(item), writable));
+    lists.push_back(std::move(values));
+    OpcValue out{};
+    out.tag = OPC_TAG_LIST;
+    out.u.list.items = lists.back().data();
+    out.u.list.size = static_cast<int64_t>(lists.back().size());
+    return out;
+  }
+};
+
+// ---- the callbacks of OpcCallContext (C linkage types; nothing may throw out of them) ----
+
+void* arena_alloc(void* host, size_t bytes) {
+  auto* a = static_cast<CallArena*>(host);
+  void* p = std::aligned_alloc(16, std::max<size_t>(16, (bytes + 15) / 16 * 16));
+  if (p != nullptr) {
+    try {
+      a->blocks.push_back(p);
+    } catch (...) {
+      std::free(p);
+      return nullptr;
+    }
+  }
+  return p;
+}
+
+void arena_set_error(void* host, const char* message) {
+  try {
+    static_cast<CallArena*>(host)->error = message != nullptr ? message : "";
+  } catch (...) {
+  }
+}
+
+OpcDLManagedTensorVersioned* arena_new_tensor(void* host, DLDataType dtype, int32_t ndim, const int64_t* shape,
+                                              const int64_t* strides) {
+  auto* a = static_cast<CallArena*>(host);
+  try {
+    OPCONFORM_CHECK(ndim >= 0 && ndim <= kMaxDLPackDims, ErrorCode::kInvalidArgument, "new_tensor: ndim ", ndim,
+                    " out of range");
+    OPCONFORM_CHECK(ndim == 0 || shape != nullptr, ErrorCode::kInvalidArgument, "new_tensor: shape is NULL");
+    const DType d = from_dlpack_dtype(dtype);
+    std::vector<int64_t> sizes(shape, shape + ndim);
+    for (int64_t s : sizes) OPCONFORM_CHECK(s >= 0, ErrorCode::kInvalidArgument, "new_tensor: negative size ", s);
+    std::vector<int64_t> st = strides != nullptr ? std::vector<int64_t>(strides, strides + ndim) : contiguous_strides(sizes);
+    for (int64_t s : st) OPCONFORM_CHECK(s >= 0, ErrorCode::kInvalidArgument, "new_tensor: negative stride ", s);
+    OpcDLManagedTensorVersioned* m = nullptr;
+    if (a->fake) {
+      m = make_fake_managed(dtype, to_dlpack_device(a->device), std::move(sizes), std::move(st));
+    } else {
+      m = to_dlpack_versioned(empty_strided(sizes, st, TensorOptions{d, a->device}));
+    }
+    a->created.push_back(m);
+    return m;
+  } catch (const std::exception& e) {
+    arena_set_error(host, e.what());
+    return nullptr;
+  }
+}
+
+std::string_view status_name(OpcStatus s) {
+  switch (s) {
+    case OPC_OK: return "OPC_OK";
+    case OPC_ERROR: return "OPC_ERROR";
+    case OPC_NOT_IMPLEMENTED: return "OPC_NOT_IMPLEMENTED";
+    case OPC_INVALID_ARGUMENT: return "OPC_INVALID_ARGUMENT";
+    case OPC_OUT_OF_MEMORY: return "OPC_OUT_OF_MEMORY";
+    case OPC_ABI_MISMATCH: return "OPC_ABI_MISMATCH";
+    default: return "an unknown status";
+  }
+}
+
+ErrorCode error_code_of(OpcStatus s) {
+  switch (s) {
+    case OPC_NOT_IMPLEMENTED: return ErrorCode::kNotImplemented;
+    case OPC_ERROR:
+    case OPC_INVALID_ARGUMENT: return ErrorCode::kInvalidArgument;
+    default: return ErrorCode::kInternal;
+  }
+}
+
+bool is_tensor_type(const Type& t) {
+  return t.kind() == TypeKind::kTensor || (t.is_optional() && t.elem().kind() == TypeKind::kTensor);
+}
+
+}  // namespace
+
+std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::string& library, const std::string& op_name,
+                                       std::string_view kind, const std::vector<IValue>& args,
+                                       const std::vector<bool>& writable, const std::vector<Argument>& returns,
+                                       bool fake) {
+  const std::string where = "operator '" + op_name + "', plugin '" + library + "' (" + std::string(kind) + " kernel)";
+  CallArena arena;
+  arena.fake = fake;
+  for (const auto& v : args) {
+    if (const Tensor* t = v.get_if<Tensor>(); t != nullptr && t->defined()) {
+      arena.device = t->device().is_meta() ? Device::cpu() : t->device();
+      break;
+    }
+  }
+  std::vector<OpcValue> in;
+  in.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) in.push_back(arena.to_value(args[i], i < writable.size() && writable[i]));
+
+  std::vector<OpcValue> out(returns.size());
+  OpcCallContext ctx{};
+  ctx.version = OPC_PLUGIN_ABI_VERSION;
+  ctx.size = sizeof(OpcCallContext);
+  ctx.host = &arena;
+  ctx.op_name = op_name.c_str();
+  ctx.is_fake = fake ? 1 : 0;
+  ctx.alloc = arena_alloc;
+  ctx.new_tensor = arena_new_tensor;
+  ctx.set_error = arena_set_error;
+  const OpcStatus status = kernel.fn(&ctx, in.data(), static_cast<int64_t>(in.size()), out.data(),
+                                     static_cast<int64_t>(out.size()), kernel.user_data);
+  if (status != OPC_OK) {
+    throw Error(error_code_of(status), where + " returned " + std::string(status_name(status)) +
+                                           (arena.error.empty() ? std::string(" (no message)") : ": " + arena.error));
+  }
+
+  // One result tensor: an argument handed back, a tensor already taken, or a new one imported.
+  auto take_tensor = [&](OpcDLManagedTensorVersioned* m, size_t index) -> Tensor {
+    OPCONFORM_CHECK(m != nullptr, ErrorCode::kSchemaMismatch, where, ": return ", index, " is a NULL tensor");
+    for (auto& [p, t] : arena.args)
+      if (p == m) return t;
+    for (auto& [p, t] : arena.taken)
+      if (p == m) return t;
+    auto created = std::find(arena.created.begin(), arena.created.end(), m);
+    Tensor t;
+    try {
+      if (fake) {
+        const DLTensor& d = m->dl_tensor;
+        OPCONFORM_CHECK(d.ndim >= 0 && d.ndim <= kMaxDLPackDims && (d.ndim == 0 || d.shape != nullptr),
+                        ErrorCode::kDLPack, "bad ndim/shape");
+        std::vector<int64_t> shape(d.shape, d.shape + d.ndim);
+        std::vector<int64_t> st = d.strides != nullptr ? std::vector<int64_t>(d.strides, d.strides + d.ndim)
+                                                       : contiguous_strides(shape);
+        for (int i = 0; i < d.ndim; ++i)
+          OPCONFORM_CHECK(shape[i] >= 0 && st[i] >= 0, ErrorCode::kDLPack, "negative size or stride");
+        // Inside the fake kernel's FakeTensorMode the factory makes a fake tensor.
+        t = empty_strided(shape, st, TensorOptions{from_dlpack_dtype(d.dtype), arena.device});
+        if (created == arena.created.end()) release(m);  // a descriptor of the plugin's own: done with it
+      } else {
+        t = from_dlpack(m);  // owns m from here on
+      }
+    } catch (const std::exception& e) {
+      if (created == arena.created.end() && !fake) release(m);
+      throw Error(ErrorCode::kDLPack, where + ": return " + std::to_string(index) + " is not a valid tensor: " + e.what());
+    }
+    if (created != arena.created.end()) {
+      if (fake) release(m);
+      arena.created.erase(created);
+    }
+    arena.taken.emplace_back(m, t);
+    return t;
+  };
+
+  std::vector<IValue> results;
+  results.reserve(returns.size());
+  for (size_t i = 0; i < returns.size(); ++i) {
+    const OpcValue& v = out[i];
+    const Type& type = returns[i].type;
+    auto mismatch = [&](std::string_view got) {
+      return Error(ErrorCode::kSchemaMismatch, where + ": return " + std::to_string(i) + " should be " + type.to_string() +
+                                                   ", the kernel gave " + std::string(got));
+    };
+    if (is_tensor_type(type)) {
+      if (v.tag == OPC_TAG_NONE && type.is_optional()) {
+        results.emplace_back();
+      } else if (v.tag == OPC_TAG_TENSOR) {
+        results.emplace_back(take_tensor(v.u.tensor, i));
+      } else {
+        throw mismatch("tag " + std::to_string(v.tag));
+      }
+      continue;
+    }
+    const TypeKind k = type.is_optional() ? type.elem().kind() : type.kind();
+    if (v.tag == OPC_TAG_NONE && type.is_optional()) {
+      results.emplace_back();
+    } else if (k == TypeKind::kList && type.elem().kind() == TypeKind::kTensor) {
+      if (v.tag != OPC_TAG_LIST || (v.u.list.size > 0 && v.u.list.items == nullptr)) throw mismatch("no tensor list");
+      std::vector<Tensor> tensors;
+      for (int64_t j = 0; j < v.u.list.size; ++j) {
+        if (v.u.list.items[j].tag != OPC_TAG_TENSOR) throw mismatch("a list with a non-tensor item");
+        tensors.push_back(take_tensor(v.u.list.items[j].u.tensor, i));
+      }
+      results.emplace_back(std::move(tensors));
+    } else if ((k == TypeKind::kInt || k == TypeKind::kSymInt) && v.tag == OPC_TAG_INT) {
+      results.emplace_back(v.u.i);
+    } else if (k == TypeKind::kFloat && v.tag == OPC_TAG_DOUBLE) {
+      results.emplace_back(v.u.d);
+    } else if (k == TypeKind::kBool && v.tag == OPC_TAG_BOOL) {
+      results.emplace_back(v.u.b != 0);
+    } else if (k == TypeKind::kScalar && (v.tag == OPC_TAG_INT || v.tag == OPC_TAG_DOUBLE || v.tag == OPC_TAG_BOOL ||
+                                          v.tag == OPC_TAG_COMPLEX)) {
+      if (v.tag == OPC_TAG_INT) results.emplace_back(v.u.i);
+      else if (v.tag == OPC_TAG_DOUBLE) results.emplace_back(v.u.d);
+      else if (v.tag == OPC_TAG_BOOL) results.emplace_back(v.u.b != 0);
+      else results.emplace_back(complex128(v.u.c.re, v.u.c.im));
+    } else if (k == TypeKind::kScalarType && v.tag == OPC_TAG_INT) {
+      auto d = dtype_of_scalar_type_number(v.u.i);
+      if (!d) throw mismatch("ScalarType number " + std::to_string(v.u.i));
+      results.emplace_back(*d);
+    } else if (k == TypeKind::kStr && v.tag == OPC_TAG_STRING && (v.u.s.size == 0 || v.u.s.data != nullptr) &&
+               v.u.s.size >= 0) {
+      results.emplace_back(std::string(v.u.s.data, static_cast<size_t>(v.u.s.size)));
+    } else {
+      throw mismatch("tag " + std::to_string(v.tag));
+    }
+  }
+  return results;
+}
+
+}  // namespace opconform::adapters::detail

@@ -1,0 +1,369 @@
+// The loader: dlopen, entry point, ABI check, and the registrar through which register_ops puts
+// the plugin's kernels into a Registry as boxed kernels (plugin_call.h does each call).
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "opconform/adapters/loader.h"
+#include "opconform/core/autograd.h"
+#include "opconform/core/dlpack.h"
+#include "opconform/core/fake_tensor.h"
+#include "opconform/core/schema.h"
+#include "elf_check.h"
+#include "plugin_call.h"
+
+namespace opconform::adapters {
+namespace {
+
+using detail::PluginKernel;
+
+std::string_view kind_name(OpcKernelKind kind) {
+  switch (kind) {
+    case OPC_KERNEL_CPU: return "cpu";
+    case OPC_KERNEL_CUDA: return "cuda";
+    case OPC_KERNEL_FAKE: return "fake";
+    case OPC_KERNEL_BACKWARD: return "backward";
+    default: return "unknown";
+  }
+}
+
+// Schemas compare with SymInt read as int: ATen spells some sizes SymInt where older and newer
+// releases (and the reference) spell int, and the two are the same at a call.
+std::string comparable_schema(const FunctionSchema& s) {
+  std::string text = s.to_string();
+  for (size_t at = 0; (at = text.find("SymInt", at)) != std::string::npos;) text.replace(at, 6, "int");
+  return text;
+}
+
+struct OpState {
+  FunctionSchema schema;
+  std::map<OpcKernelKind, PluginKernel> kernels;
+  std::optional<std::vector<DType>> dtypes;
+};
+
+// The loaded library: its registrations (undone first on destruction), then the dlopen handle.
+class PluginLibrary final : public LoadedLibrary {
+ public:
+  ~PluginLibrary() override {
+    while (!handles.empty()) handles.pop_back();  // kernels first, definitions last
+    if (dl != nullptr) dlclose(dl);
+  }
+  const std::string& name() const override { return name_; }
+  const std::string& version() const override { return version_; }
+  const std::string& origin() const override { return origin_; }
+  std::vector<std::string> ops() const override {
+    std::vector<std::string> out;
+    for (const auto& [op, state] : ops_)
+      if (!state.kernels.empty()) out.push_back(op);
+    return out;
+  }
+  bool has_kernel(const std::string& op, OpcKernelKind kind) const override {
+    auto it = ops_.find(op);
+    return it != ops_.end() && it->second.kernels.count(kind) != 0;
+  }
+  std::optional<std::vector<DType>> declared_dtypes(const std::string& op) const override {
+    auto it = ops_.find(op);
+    return it == ops_.end() ? std::nullopt : it->second.dtypes;
+  }
+  const std::vector<LoadProblem>& problems() const override { return problems_; }
+
+  // ---- registration (called through the registrar) ----
+  Registry* registry = nullptr;
+  LoadOptions options;
+  std::string last_error;
+  std::vector<RegistrationHandle> handles;
+  void* dl = nullptr;
+  std::string name_, version_, origin_;
+  std::map<std::string, OpState> ops_;
+  std::set<std::string> left_out_;  // ops with a load problem: their registrations are ignored
+  std::vector<LoadProblem> problems_;
+
+  bool defined_in_registry(const std::string& op) const {
+    auto e = registry->find(op);
+    return e && e->has_schema();
+  }
+
+  RegistrationSource source() const { return RegistrationSource::named("plugin '" + name_ + "' (" + origin_ + ")"); }
+
+  void define(std::string_view text) {
+    FunctionSchema schema = parse_schema(text);
+    OPCONFORM_CHECK(!schema.ns.empty(), ErrorCode::kRegistration, "define: the schema '", text,
+                    "' needs a qualified name (\"mylib::op(...)\")");
+    const std::string op = schema.full_name();
+    OPCONFORM_CHECK(ops_.count(op) == 0 && left_out_.count(op) == 0, ErrorCode::kRegistration,
+                    "define: operator '", op, "' is defined twice");
+    if (options.schemas != nullptr) {
+      if (auto known = options.schemas->find(op); known && known->has_schema()) {
+        if (comparable_schema(known->schema()) != comparable_schema(schema)) {
+          problems_.push_back({op, "the plugin's schema differs from the reference's, so the op was left out:\n  plugin:    " +
+                                       schema.to_string() + "\n  reference: " + known->schema().to_string()});
+          left_out_.insert(op);
+          return;
+        }
+      }
+    }
+    OPCONFORM_CHECK(!defined_in_registry(op), ErrorCode::kRegistration, "define: operator '", op,
+                    "' is already defined in the registry the plugin is loaded into");
+    handles.push_back(registry->define(schema, {}, source()));
+    ops_[op].schema = std::move(schema);
+  }
+
+  void impl(const std::string& op, OpcKernelKind kind, OpcKernelFn fn, void* user_data) {
+    if (left_out_.count(op) != 0) return;
+    OPCONFORM_CHECK(fn != nullptr, ErrorCode::kRegistration, "impl: the ", kind_name(kind), " kernel of '", op,
+                    "' is NULL");
+    OPCONFORM_CHECK(kind_name(kind) != "unknown", ErrorCode::kRegistration, "impl: unknown kernel kind ", kind,
+                    " for '", op, "'");
+    OpState& state = known_op(op);
+    OPCONFORM_CHECK(state.kernels.count(kind) == 0, ErrorCode::kRegistration, "impl: '", op, "' has two ",
+                    kind_name(kind), " kernels");
+    state.kernels[kind] = {fn, user_data};
+    switch (kind) {
+      case OPC_KERNEL_CPU: handles.push_back(registry->impl(op, DispatchKey::CPU, real_kernel(op, kind), source())); break;
+      case OPC_KERNEL_CUDA: handles.push_back(registry->impl(op, DispatchKey::CUDA, real_kernel(op, kind), source())); break;
+      case OPC_KERNEL_FAKE:
+        handles.push_back(registry->impl(op, DispatchKey::Fake, wrap_fake_kernel(fake_kernel(op)), source()));
+        break;
+      case OPC_KERNEL_BACKWARD:
+        handles.push_back(registry->impl(op, DispatchKey::Autograd, autograd_kernel(op), source()));
+        break;
+    }
+  }
+
+  void declare_dtypes(const std::string& op, const DLDataType* dtypes, int64_t count) {
+    if (left_out_.count(op) != 0) return;
+    OPCONFORM_CHECK(count >= 0 && (count == 0 || dtypes != nullptr), ErrorCode::kRegistration,
+                    "declare_dtypes: bad list for '", op, "'");
+    OpState& state = known_op(op);
+    std::vector<DType> list;
+    for (int64_t i = 0; i < count; ++i) list.push_back(from_dlpack_dtype(dtypes[i]));
+    state.dtypes = std::move(list);
+  }
+
+  // The op's state, defining it from the schema source when the plugin did not.
+  OpState& known_op(const std::string& op) {
+    if (auto it = ops_.find(op); it != ops_.end()) return it->second;
+    std::optional<OperatorHandle> known = options.schemas ? options.schemas->find(op) : std::nullopt;
+    OPCONFORM_CHECK(known && known->has_schema(), ErrorCode::kRegistration, "operator '", op,
+                    "' is not defined: define it first (r->define with its schema)",
+                    options.schemas ? ", or name one the reference knows" : "");
+    OPCONFORM_CHECK(!defined_in_registry(op), ErrorCode::kRegistration, "operator '", op,
+                    "' is already defined in the registry the plugin is loaded into");
+    handles.push_back(registry->define(known->schema(), known->tags(), source()));
+    OpState& state = ops_[op];
+    state.schema = known->schema();
+    return state;
+  }
+
+  // Splits the op's arguments off the stack (the dispatcher has checked there are all of them).
+  static std::vector<IValue> pop_arguments(const FunctionSchema& schema, Stack& stack) {
+    const size_t n = std::min(schema.arguments.size(), stack.size());
+    std::vector<IValue> args(std::make_move_iterator(stack.end() - static_cast<std::ptrdiff_t>(n)),
+                             std::make_move_iterator(stack.end()));
+    stack.resize(stack.size() - n);
+    return args;
+  }
+
+  static std::vector<bool> writable_arguments(const FunctionSchema& schema) {
+    std::vector<bool> w;
+    for (const auto& a : schema.arguments) w.push_back(a.is_write());
+    return w;
+  }
+
+  KernelFunction real_kernel(const std::string& op, OpcKernelKind kind) {
+    PluginKernel k = ops_[op].kernels[kind];
+    return KernelFunction::from_boxed([this, op, k, kind](const OperatorHandle& handle, DispatchKeySet, Stack& stack) {
+      const FunctionSchema& schema = handle.schema();
+      auto args = pop_arguments(schema, stack);
+      auto results = detail::call_plugin_kernel(k, name_, op, kind_name(kind), args, writable_arguments(schema),
+                                                schema.returns, false);
+      for (auto& r : results) stack.push_back(std::move(r));
+    });
+  }
+
+  KernelFunction fake_kernel(const std::string& op) {
+    PluginKernel k = ops_[op].kernels[OPC_KERNEL_FAKE];
+    return KernelFunction::from_boxed([this, op, k](const OperatorHandle& handle, DispatchKeySet, Stack& stack) {
+      const FunctionSchema& schema = handle.schema();
+      auto args = pop_arguments(schema, stack);
+      auto results =
+          detail::call_plugin_kernel(k, name_, op, "fake", args, writable_arguments(schema), schema.returns, true);
+      for (auto& r : results) stack.push_back(std::move(r));
+    });
+  }
+
+  // The autograd formula: setup_context keeps the call's arguments and returns (tensors through
+  // save_for_backward, so in-place changes after the call are caught); backward hands the plugin
+  // [arguments..., returns..., one gradient per returned tensor] and reads one gradient per argument.
+  KernelFunction autograd_kernel(const std::string& op) {
+    PluginKernel k = ops_[op].kernels[OPC_KERNEL_BACKWARD];
+    struct Saved {
+      Stack values;                // arguments then returns, tensors replaced by None
+      std::vector<size_t> tensor_slots;  // where the saved tensors go back
+    };
+    auto setup = [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
+      Saved saved;
+      std::vector<Tensor> tensors;
+      for (const Stack* part : {&inputs, &outputs}) {
+        for (const IValue& v : *part) {
+          if (const Tensor* t = v.get_if<Tensor>(); t != nullptr && t->defined()) {
+            saved.tensor_slots.push_back(saved.values.size());
+            tensors.push_back(*t);
+            saved.values.emplace_back();
+          } else {
+            saved.values.push_back(v);
+          }
+        }
+      }
+      ctx.save_for_backward(std::move(tensors));
+      ctx.user_data = std::move(saved);
+    };
+    auto backward = [this, op, k](autograd::AutogradContext& ctx, const std::vector<Tensor>& grads) {
+      const Saved& saved = std::any_cast<const Saved&>(ctx.user_data);
+      std::vector<IValue> args = saved.values;
+      const auto tensors = ctx.saved_tensors();
+      for (size_t i = 0; i < tensors.size(); ++i) args[saved.tensor_slots[i]] = IValue(tensors[i]);
+      for (const Tensor& g : grads) args.push_back(g.defined() ? IValue(g) : IValue());
+      const FunctionSchema& schema = ops_.at(op).schema;
+      // One return per argument: a gradient (Tensor?) or None.
+      std::vector<Argument> returns(schema.arguments.size());
+      for (auto& r : returns) r.type = Type::optional(Type::base(TypeKind::kTensor));
+      auto results = detail::call_plugin_kernel(k, name_, op, "backward", args, {}, returns, false);
+      std::vector<Tensor> out;
+      for (auto& r : results) out.push_back(r.is_none() ? Tensor() : r.to_tensor());
+      return out;
+    };
+    return autograd::make_autograd_kernel(backward, setup);
+  }
+};
+
+// ---- the registrar callbacks: C function pointers, nothing may throw out of them ----
+
+template <typename F>
+OpcStatus guarded(void* host, F&& f) {
+  auto* lib = static_cast<PluginLibrary*>(host);
+  try {
+    f(*lib);
+    return OPC_OK;
+  } catch (const std::exception& e) {
+    lib->last_error = e.what();
+  } catch (...) {
+    lib->last_error = "an unknown exception";
+  }
+  return OPC_ERROR;
+}
+
+OpcStatus registrar_define(void* host, const char* schema) {
+  return guarded(host, [&](PluginLibrary& lib) {
+    OPCONFORM_CHECK(schema != nullptr, ErrorCode::kRegistration, "define: the schema is NULL");
+    lib.define(schema);
+  });
+}
+
+OpcStatus registrar_impl(void* host, const char* op, OpcKernelKind kind, OpcKernelFn fn, void* user_data) {
+  return guarded(host, [&](PluginLibrary& lib) {
+    OPCONFORM_CHECK(op != nullptr, ErrorCode::kRegistration, "impl: the operator name is NULL");
+    lib.impl(op, kind, fn, user_data);
+  });
+}
+
+OpcStatus registrar_declare_dtypes(void* host, const char* op, const DLDataType* dtypes, int64_t count) {
+  return guarded(host, [&](PluginLibrary& lib) {
+    OPCONFORM_CHECK(op != nullptr, ErrorCode::kRegistration, "declare_dtypes: the operator name is NULL");
+    lib.declare_dtypes(op, dtypes, count);
+  });
+}
+
+int32_t registrar_host_knows(void* host, const char* op) {
+  auto* lib = static_cast<PluginLibrary*>(host);
+  if (op == nullptr || lib->options.schemas == nullptr) return 0;
+  try {
+    auto known = lib->options.schemas->find(op);
+    return known && known->has_schema() ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+std::unique_ptr<LoadedLibrary> register_plugin(std::unique_ptr<PluginLibrary> lib, const OpcPlugin* plugin,
+                                               Registry& registry, const LoadOptions& options) {
+  const std::string& origin = lib->origin_;
+  if (plugin == nullptr) throw PluginError(origin, "opconform_plugin() returned NULL");
+  if (plugin->abi_version != OPC_PLUGIN_ABI_VERSION) {
+    throw PluginError(origin, "built for plugin ABI version " + std::to_string(plugin->abi_version) +
+                                  ", this opconform speaks version " + std::to_string(OPC_PLUGIN_ABI_VERSION) +
+                                  " (rebuild it against this opconform's plugin.h)");
+  }
+  if (plugin->size < offsetof(OpcPlugin, flags)) {
+    throw PluginError(origin, "OpcPlugin.size is " + std::to_string(plugin->size) + ", smaller than ABI version " +
+                                  std::to_string(OPC_PLUGIN_ABI_VERSION) + "'s struct");
+  }
+  if (plugin->name == nullptr || plugin->name[0] == '\0') throw PluginError(origin, "OpcPlugin.name is empty");
+  if (plugin->register_ops == nullptr) throw PluginError(origin, "OpcPlugin.register_ops is NULL");
+  lib->name_ = plugin->name;
+  lib->version_ = plugin->version != nullptr ? plugin->version : "";
+  lib->registry = &registry;
+  lib->options = options;
+
+  OpcRegistrar registrar{};
+  registrar.version = OPC_PLUGIN_ABI_VERSION;
+  registrar.size = sizeof(OpcRegistrar);
+  registrar.host = lib.get();
+  registrar.define = registrar_define;
+  registrar.impl = registrar_impl;
+  registrar.declare_dtypes = registrar_declare_dtypes;
+  registrar.host_knows = registrar_host_knows;
+  const std::string label = lib->name_ + "' (" + origin;
+  OpcStatus status = OPC_ERROR;
+  try {
+    status = plugin->register_ops(&registrar);
+  } catch (...) {
+    // A C++ plugin let an exception out: the ABI forbids it, but the load can still fail cleanly.
+    throw PluginError(label + ")", "register_ops threw a C++ exception across the C ABI");
+  }
+  if (status != OPC_OK) {
+    throw PluginError(label + ")", "register_ops failed with status " + std::to_string(status) +
+                                       (lib->last_error.empty() ? std::string() : ": " + lib->last_error));
+  }
+  return lib;
+}
+
+}  // namespace
+
+std::unique_ptr<LoadedLibrary> load_plugin(const std::filesystem::path& path, Registry& registry,
+                                           const LoadOptions& options) {
+  const std::string origin = path.string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw PluginError(origin, "no such file");
+  if (std::filesystem::is_directory(path, ec)) throw PluginError(origin, "is a directory, not a shared library");
+  if (auto problem = detail::elf_problem(path)) throw PluginError(origin, *problem);
+  auto lib = std::make_unique<PluginLibrary>();
+  lib->origin_ = origin;
+  // A path without a slash would make dlopen search the library path instead of opening the file.
+  const std::string open_path = origin.find('/') == std::string::npos ? "./" + origin : origin;
+  lib->dl = dlopen(open_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib->dl == nullptr) {
+    const char* why = dlerror();
+    throw PluginError(origin, std::string("cannot be loaded as a shared library: ") + (why ? why : "unknown reason"));
+  }
+  dlerror();
+  void* entry = dlsym(lib->dl, OPC_PLUGIN_ENTRY_POINT);
+  if (entry == nullptr) {
+    throw PluginError(origin, "is not an opconform plugin: it exports no '" OPC_PLUGIN_ENTRY_POINT
+                              "' function (see opconform/plugin.h)");
+  }
+  const OpcPlugin* plugin = reinterpret_cast<OpcPluginEntryFn>(entry)();
+  return register_plugin(std::move(lib), plugin, registry, options);
+}
+
+std::unique_ptr<LoadedLibrary> load_plugin(const OpcPlugin* plugin, Registry& registry, const LoadOptions& options,
+                                           std::string origin) {
+  auto lib = std::make_unique<PluginLibrary>();
+  lib->origin_ = std::move(origin);
+  return register_plugin(std::move(lib), plugin, registry, options);
+}
+
+}  // namespace opconform::adapters

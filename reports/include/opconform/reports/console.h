@@ -1,0 +1,49 @@
+// Console output of a run: on a terminal, one progress line redrawn in place (cases done of
+// total, failures so far, rate, ETA); otherwise a plain line per finished case that did not pass
+// and a line every few percent. Colour only on a terminal and never when NO_COLOR is set
+// (https://no-color.org). At the end, a summary with counts per outcome.
+#pragma once
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "opconform/reports/listener.h"
+
+namespace opconform::reports {
+
+struct ConsoleOptions {
+  bool terminal = false;  // redraw a progress bar in place
+  bool color = false;     // ANSI colours
+  bool quiet = false;     // only the summary
+};
+// The options for `stream`: terminal when isatty, colour when a terminal and NO_COLOR is unset or empty.
+ConsoleOptions console_options_for(std::FILE* stream);
+
+class ConsoleListener : public Listener {
+ public:
+  // What rate and ETA are measured with: steady_clock::now, or a fake one in tests so that the
+  // output is the same on every run.
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+
+  ConsoleListener(std::FILE* out, ConsoleOptions options);
+  ConsoleListener(std::FILE* out, ConsoleOptions options, Clock clock);
+  void on_run_start(const RunInfo& info, size_t total_cases) override;
+  void on_case_done(const std::vector<CaseResult>& results, size_t done, size_t total) override;
+  void on_run_end(const Report& report) override;
+
+ private:
+  std::string progress(size_t done, size_t total, const std::vector<CaseResult>& results) const;
+  void draw_progress(const std::string& line);
+  void clear_progress();
+
+  std::FILE* out_;
+  ConsoleOptions options_;
+  Clock clock_;
+  std::chrono::steady_clock::time_point start_;
+  size_t failures_ = 0;
+  size_t last_line_percent_ = 0;
+  size_t drawn_width_ = 0;  // columns of the progress line now on the terminal (0: none)
+};
+
+}  // namespace opconform::reports

@@ -1,0 +1,28 @@
+// Comparing and joining reports: `opconform report diff A B` and `opconform report merge ...`.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "opconform/reports/report.h"
+
+namespace opconform::reports {
+
+struct ReportDiff {
+  // Results keyed by CaseResult::key() in both reports:
+  std::vector<std::pair<CaseResult, CaseResult>> regressions;  // ok before (passed/skipped), not ok after
+  std::vector<std::pair<CaseResult, CaseResult>> fixes;        // not ok before, ok after
+  std::vector<std::pair<CaseResult, CaseResult>> changed;      // not ok in both, another outcome
+  std::vector<std::string> new_ops;      // ops only in `after`
+  std::vector<std::string> removed_ops;  // ops only in `before`
+  bool empty() const;
+};
+ReportDiff diff(const Report& before, const Report& after);
+// Markdown: regressions first, then fixes, changes, new and removed ops.
+std::string format_diff(const ReportDiff& d);
+
+// Joins shard reports into one: results concatenated (sorted by op, device, dtype, check), the
+// time the longest shard's, info from the first with shard "merged". Two results with the same
+// key are an error naming it (overlapping shards), as are reports of different libraries.
+Report merge(const std::vector<Report>& shards);
+
+}  // namespace opconform::reports

@@ -1,0 +1,33 @@
+// The report writers: each turns a Report into one file's text; write_atomically puts it on disk
+// so that a killed run leaves the previous file intact.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "opconform/reports/report.h"
+
+namespace opconform::reports {
+
+// JSON, the stored form (schema: reports/schema/report.schema.json, "schema_version": 1).
+std::string to_json(const Report& report);
+// Reads to_json's output back; throws opconform::Error naming what is wrong (and where) for
+// malformed JSON, a missing field, a wrong type, an unknown outcome or another schema_version.
+Report report_from_json(std::string_view text);
+// JUnit XML: one <testsuite> per op, one <testcase> per op x check x device x dtype
+// (name "check[device,dtype]"); failed -> <failure>, crashed/timed_out -> <error>,
+// skipped/unsupported -> <skipped>, mistrusted -> <failure> (the comparison proved nothing).
+std::string to_junit(const Report& report);
+// Markdown summary: totals per outcome, a table op x outcome counts, every non-passing result with
+// its message, minimal input and repro line.
+std::string to_markdown(const Report& report);
+// One self-contained HTML file (no external scripts, styles or fonts): a matrix of ops x checks
+// coloured by outcome, filters (outcome, op text, device, dtype), each failure with its message,
+// minimal input and repro line.
+std::string to_html(const Report& report);
+
+// Writes `content` to `path` through a temporary file in the same directory and a rename (parents
+// created); throws opconform::Error naming the path on failure.
+void write_atomically(const std::filesystem::path& path, std::string_view content);
+
+}  // namespace opconform::reports
