@@ -19,7 +19,8 @@ CheckTable& table() {
     for (auto make : {detail::make_test_schema, detail::make_test_autograd_registration, detail::make_test_faketensor,
                       detail::make_gradcheck, detail::make_gradgradcheck, detail::make_stride_invariance,
                       detail::make_determinism, detail::make_dtype_consistency, detail::make_edge_shapes,
-                      detail::make_vmap_consistency, detail::make_autocast_consistency, detail::make_error_inputs}) {
+                      detail::make_vmap_consistency, detail::make_autocast_consistency, detail::make_error_inputs,
+                      detail::make_reference_agreement}) {
       auto check = make();
       std::string name(check->name());
       created->checks.emplace(std::move(name), std::move(check));

@@ -18,9 +18,10 @@ OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samp
   OpcheckResults results;
   for (const auto& name : options.test_utils) {
     const Check& check = check_named(name);  // throws for unknown names, listing the known ones
+    if (options.on_check_start) options.on_check_start(name);
     std::optional<CheckResult> combined;
     for (const Sample& sample : samples) {
-      CheckContext ctx{op, sample, tolerance, registry};
+      CheckContext ctx{op, sample, tolerance, registry, options.reference};
       CheckResult r;
       try {
         r = check.run(ctx);
@@ -32,6 +33,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samp
       combined = combined ? combine(*combined, r) : r;
     }
     results[name] = *combined;
+    if (options.on_check_done) options.on_check_done(results[name]);
   }
   if (options.raise_exception && !all_ok(results)) {
     throw OpcheckError("opcheck('" + op.name() + "') failed:\n" + summarize(results), results);
@@ -56,8 +58,9 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
   OpcheckResults results;
   for (size_t c = 0; c < checks.size(); ++c) {
     const std::string& name = options.test_utils[c];
+    if (options.on_check_start) options.on_check_start(name);
     auto run = [&](const Sample& sample) {
-      CheckContext ctx{op, sample, tolerance, registry};
+      CheckContext ctx{op, sample, tolerance, registry, options.reference};
       CheckResult r;
       try {
         r = checks[c]->run(ctx);
@@ -97,6 +100,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
       results[name] = CheckResult{name, Outcome::passed,
                                   "passed on " + std::to_string(samples.size()) + " generated samples", "", {}};
     }
+    if (options.on_check_done) options.on_check_done(results[name]);
   }
   if (options.raise_exception && !all_ok(results)) {
     throw OpcheckError("opcheck('" + op.name() + "') failed:\n" + summarize(results), results);

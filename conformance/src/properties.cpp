@@ -791,6 +791,70 @@ class ErrorInputs final : public Check {
   }
 };
 
+// ---- reference_agreement -----------------------------------------------------------------------
+
+// The library's op and the reference's op of the same name on the same sample: the same outputs
+// (values within tolerance, dtype and shape) and the same tensor arguments after the call (so a
+// write the reference does not make is a difference too). Strides are not compared: a layout is
+// the library's choice (stride_invariance and test_faketensor look at strides).
+class ReferenceAgreement final : public Check {
+ public:
+  std::string_view name() const override { return "reference_agreement"; }
+  CheckResult run(const CheckContext& ctx) const override {
+    if (ctx.reference == nullptr) return make_result(name(), Outcome::skipped, "no reference to compare with");
+    auto expected_op = ctx.reference->find(ctx.op.name());
+    if (!expected_op || !expected_op->has_schema()) {
+      return make_result(name(), Outcome::skipped, concat("the reference has no operator '", ctx.op.name(), "'"));
+    }
+    const auto& args = ctx.sample.args;
+    const std::string sample = describe(args, arg_names(ctx.op));
+    auto seen_with_arguments = [&](const OperatorHandle& op) {
+      Run r;
+      Stack inputs = clone_args(args);
+      try {
+        Stack returns = call(op, inputs);
+        r.seen = observables(op, inputs, returns);
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          if (inputs[i].is_tensor() && inputs[i].to_tensor().defined() && !is_written(op, i))
+            r.seen.emplace_back("argument '" + arg_name(op, i) + "' after the call (not written by the schema)", inputs[i]);
+        }
+      } catch (const Error& e) {
+        r.error = e;
+      }
+      return r;
+    };
+    Run expected = seen_with_arguments(*expected_op);
+    Run actual = seen_with_arguments(ctx.op);
+    if (actual.error && actual.error->code() == ErrorCode::kNotImplemented && !expected.error) {
+      return make_result(name(), Outcome::unsupported,
+                         concat("'", ctx.op.name(), "' is not implemented for this sample: ", actual.error->what()));
+    }
+    if (expected.error && actual.error) return make_result(name(), Outcome::passed, "");  // both reject it
+    if (expected.error || actual.error) {
+      return make_result(
+          name(), Outcome::failed,
+          concat("reference_agreement of '", ctx.op.name(), "': ",
+                 actual.error ? concat("the library threw where the reference returned: ", actual.error->what())
+                              : concat("the library returned where the reference threw: ", expected.error->what()),
+                 " Sample: ", sample, "."),
+          ctx.op.name(), sample);
+    }
+    Verdict v = compare_observables(ctx.op, actual.seen, expected.seen, ctx.tolerance, Exactness::tolerance);
+    if (!v.equal) {
+      return make_result(name(), Outcome::failed,
+                         concat("reference_agreement of '", ctx.op.name(), "': the library and the reference differ: ",
+                                v.what, ". Sample: ", sample, "."),
+                         ctx.op.name(), sample);
+    }
+    if (v.mistrusted) {
+      return make_result(name(), Outcome::mistrusted,
+                         concat("every compared value is zero or NaN on this sample, so agreement proves nothing. Sample: ",
+                                sample, "."));
+    }
+    return make_result(name(), Outcome::passed, "");
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<Check> make_stride_invariance() { return std::make_unique<StrideInvariance>(); }
@@ -800,5 +864,6 @@ std::unique_ptr<Check> make_edge_shapes() { return std::make_unique<EdgeShapes>(
 std::unique_ptr<Check> make_vmap_consistency() { return std::make_unique<VmapConsistency>(); }
 std::unique_ptr<Check> make_autocast_consistency() { return std::make_unique<AutocastConsistency>(); }
 std::unique_ptr<Check> make_error_inputs() { return std::make_unique<ErrorInputs>(); }
+std::unique_ptr<Check> make_reference_agreement() { return std::make_unique<ReferenceAgreement>(); }
 
 }  // namespace opconform::conformance::detail

@@ -21,6 +21,8 @@ struct CheckContext {
   const Sample& sample;
   const ToleranceSpec& tolerance;  // the options' atol/rtol, or the dtype defaults
   Registry& registry;              // the registry the op lives in
+  // The registry the op is compared with (reference_agreement); null when there is none.
+  Registry* reference = nullptr;
 };
 
 class Check {

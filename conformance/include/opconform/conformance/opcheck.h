@@ -8,6 +8,7 @@
 // per check is the worst over the samples (combine()).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -30,6 +31,13 @@ struct OpcheckOptions {
   bool raise_exception = false;
   std::optional<double> atol;
   std::optional<double> rtol;
+  // The registry reference_agreement compares with (opconform check --against reference).
+  Registry* reference = nullptr;
+  // Called as each check starts on the op (the harness's workers report it, so a crash or a hang
+  // is put on the check that was running).
+  std::function<void(const std::string& check)> on_check_start;
+  // Called with each check's result as soon as it is known (before the next check starts).
+  std::function<void(const CheckResult& result)> on_check_done;
 };
 
 using OpcheckResults = std::map<std::string, CheckResult>;

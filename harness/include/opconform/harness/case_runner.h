@@ -1,0 +1,34 @@
+// Running one planned case in this process: opcheck over the case's generated samples, every
+// result turned into a reports::CaseResult with a repro line for the opconform CLI.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "opconform/core/registry.h"
+#include "opconform/harness/plan.h"
+#include "opconform/reports/report.h"
+
+namespace opconform::harness {
+
+struct CaseContext {
+  Registry& registry;             // where the ops under test live
+  Registry* reference = nullptr;  // what reference_agreement compares with
+  int samples = 50;
+  std::optional<uint64_t> seed;
+  std::string repro_prefix;       // "opconform check --library x.so" (the rest is added per result)
+};
+
+// Runs `checks` (a subset of c.checks, in order) on the case. on_check_start hears of each check
+// as it starts, on_result of each result as soon as it is known (a worker sends it at once, so a
+// later crash loses nothing). Never throws: a case that cannot even start is a failed result per
+// check.
+std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedCase& c,
+                                          const std::vector<std::string>& checks,
+                                          const std::function<void(const std::string&)>& on_check_start = {},
+                                          const std::function<void(const reports::CaseResult&)>& on_result = {});
+
+// The line that replays one result: the prefix, then --ops, --checks, --device, --dtype, --seed.
+std::string repro_line(const std::string& prefix, const reports::CaseResult& r, uint64_t seed);
+
+}  // namespace opconform::harness

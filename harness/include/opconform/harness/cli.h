@@ -1,0 +1,16 @@
+// The opconform command line: `opconform_main({"check", "--library", "x.so"})` is what the
+// program does with those arguments (tests call it in-process; main() passes argv). Returns the
+// exit status: 0 success, 1 a result the --fail-on list names (or a regression for report diff),
+// 2 a usage error, 3 an error that stopped the command before it could report.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace opconform::harness {
+
+int opconform_main(const std::vector<std::string>& args);
+
+// A repro line split as a POSIX shell would for the quoting opconform writes ('...', "...", \).
+std::vector<std::string> split_command_line(const std::string& line);
+
+}  // namespace opconform::harness

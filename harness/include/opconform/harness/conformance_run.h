@@ -1,0 +1,31 @@
+// One conformance run from start to report: load the library (or take the bundled reference),
+// plan the cases, run them (isolated in workers, or in this process), tell the listeners, write
+// the report files atomically. `opconform run`, `check` and `repro` are this with other defaults.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opconform/harness/plan.h"
+#include "opconform/reports/report.h"
+
+namespace opconform::harness {
+
+struct RunRequest {
+  std::string library;             // a plugin's path; "" for the bundled reference
+  bool against_reference = false;  // compare with the reference (reference_agreement)
+  PlanOptions plan;
+  int jobs = 1;                    // worker processes; 0: run in this process (no isolation)
+  double timeout_s = 60;           // per check, in workers
+  std::string report_dir = "opconform-report";  // default place of the four report files
+  std::optional<std::string> json, junit, markdown, html;  // explicit paths ("" = do not write)
+  bool write_reports = true;
+  bool verbose = false;            // print every non-passing result in full (repro)
+  std::vector<reports::Outcome> fail_on = reports::default_fail_on();
+  std::string command;             // the command line, for the report
+};
+
+// Runs the request; returns the report (also written to the files).
+reports::Report run_conformance(const RunRequest& request);
+
+}  // namespace opconform::harness

@@ -1,0 +1,38 @@
+// Isolated execution: cases run in worker processes forked from the harness, so a kernel that
+// crashes (a signal) or hangs (past the time-out) costs one check, not the run.
+//
+// Protocol (pipes, one line per message): the harness sends "<case index> <first check index>";
+// a worker replies "S <check index>" as each check starts, "R <json result>" as each result is
+// known, and "D" when the case is done. A worker that dies mid-check gets that check reported `crashed` (with
+// the signal); one silent past the time-out on a check is killed and the check `timed_out`.
+// Either way a fresh worker continues with the case's next check. Healthy workers are reused.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "opconform/harness/plan.h"
+#include "opconform/reports/report.h"
+
+namespace opconform::harness {
+
+struct WorkerOptions {
+  int jobs = 1;              // worker processes
+  double timeout_s = 60;     // per check
+};
+
+// Runs a case's checks from `first_check` on (in the worker: in-process, after fork), telling
+// on_check_start of each check as it starts and on_result of each result as it is known.
+using CaseFunction = std::function<void(size_t case_index, size_t first_check,
+                                        const std::function<void(size_t check_index)>& on_check_start,
+                                        const std::function<void(const reports::CaseResult&)>& on_result)>;
+
+// Runs every case of `cases` through `run` in workers; `on_done(case_index, results)` is called in
+// this process as each case completes (results in check order, one per check).
+void run_isolated(const std::vector<PlannedCase>& cases, const CaseFunction& run, const WorkerOptions& options,
+                  const std::function<void(size_t, std::vector<reports::CaseResult>)>& on_done);
+
+// "SIGSEGV (segmentation fault)" for a signal number.
+std::string describe_signal(int signal);
+
+}  // namespace opconform::harness

@@ -1,0 +1,96 @@
+#include "opconform/harness/case_runner.h"
+
+#include <chrono>
+#include <map>
+#include <cstdlib>
+
+#include "opconform/conformance/opcheck.h"
+#include "opconform/core/dtype.h"
+#include "opconform/reference/self_check.h"
+
+namespace opconform::harness {
+namespace {
+
+// The seed opcheck put in a replay line ("OPCONFORM_SEED=123 ..."), 0 when there is none.
+uint64_t seed_in(const std::string& repro) {
+  const std::string key = "OPCONFORM_SEED=";
+  if (repro.rfind(key, 0) != 0) return 0;
+  return std::strtoull(repro.c_str() + key.size(), nullptr, 10);
+}
+
+std::string quoted(const std::string& s) {
+  if (s.find_first_of(" *?[]'\"$\\") == std::string::npos) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+std::string repro_line(const std::string& prefix, const reports::CaseResult& r, uint64_t seed) {
+  std::string line = prefix + " --ops " + quoted(r.op) + " --checks " + r.check + " --device " + r.device;
+  if (!r.dtype.empty()) line += " --dtype " + r.dtype;
+  if (seed != 0) line += " --seed " + std::to_string(seed);
+  return line;
+}
+
+std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedCase& c,
+                                          const std::vector<std::string>& checks,
+                                          const std::function<void(const std::string&)>& on_check_start,
+                                          const std::function<void(const reports::CaseResult&)>& on_result) {
+  const DType dtype = *parse_dtype(c.dtype);
+  conformance::GenerateSpec spec = reference::self_check_spec(c.op, dtype, ctx.samples);
+  if (ctx.seed) spec.seed = *ctx.seed;
+  spec.devices = {Device::parse(c.device)};
+  conformance::OpcheckOptions options;
+  options.test_utils = checks;
+  options.reference = ctx.reference;
+  auto last = std::chrono::steady_clock::now();
+  std::map<std::string, double> seconds;
+  std::string running;
+  options.on_check_start = [&](const std::string& check) {
+    const auto now = std::chrono::steady_clock::now();
+    running = check, last = now;
+    if (on_check_start) on_check_start(check);
+  };
+
+  std::vector<reports::CaseResult> out;
+  auto result_of = [&](const std::string& check, const conformance::CheckResult& r) {
+    reports::CaseResult cr;
+    cr.op = c.op, cr.check = check, cr.device = c.device, cr.dtype = c.dtype;
+    cr.outcome = r.outcome;
+    cr.message = r.message;
+    cr.minimal_input = r.minimal_input;
+    cr.seconds = seconds.count(check) ? seconds[check] : 0;
+    if (!r.ok()) {
+      const uint64_t seed = seed_in(r.repro);
+      cr.repro = repro_line(ctx.repro_prefix, cr, seed != 0 ? seed : spec.seed);
+    }
+    return cr;
+  };
+  std::map<std::string, reports::CaseResult> by_check;
+  options.on_check_done = [&](const conformance::CheckResult& r) {
+    const auto now = std::chrono::steady_clock::now();
+    seconds[r.check] = std::chrono::duration<double>(now - last).count();
+    reports::CaseResult cr = result_of(r.check, r);
+    if (on_result) on_result(cr);
+    by_check[r.check] = std::move(cr);
+  };
+  try {
+    conformance::opcheck(ctx.registry.get(c.op), spec, options, ctx.registry);
+  } catch (const std::exception& e) {
+    // No sample could be generated, an unknown op: every check not done fails with the reason.
+    for (const auto& check : checks) {
+      if (by_check.count(check)) continue;
+      reports::CaseResult cr =
+          result_of(check, {check, conformance::Outcome::failed, "the case could not run: " + std::string(e.what()), "", {}});
+      if (on_result) on_result(cr);
+      by_check[check] = std::move(cr);
+    }
+  }
+  for (const auto& check : checks)
+    if (auto it = by_check.find(check); it != by_check.end()) out.push_back(it->second);
+  return out;
+}
+
+}  // namespace opconform::harness

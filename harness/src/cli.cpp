@@ -1,0 +1,334 @@
+#include "opconform/harness/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "opconform/adapters/loader.h"
+#include "opconform/core/error.h"
+#include "opconform/harness/conformance_run.h"
+#include "opconform/reference/op_info.h"
+#include "opconform/reference/reference.h"
+#include "opconform/reports/diff_merge.h"
+#include "opconform/reports/writers.h"
+
+namespace opconform::harness {
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& args) {
+  std::string out = "opconform";
+  for (const auto& a : args) out += " " + a;
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::kInvalidArgument, "cannot read '" + path + "'");
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+reports::Report read_report(const std::string& path) {
+  try {
+    return reports::report_from_json(read_file(path));
+  } catch (const Error& e) {
+    throw Error(ErrorCode::kInvalidArgument, "report '" + path + "': " + e.what());
+  }
+}
+
+// The flags `run`, `check` and `repro` share.
+struct RunFlags {
+  RunRequest request;
+  std::string ops = "*", checks, devices = "cpu", dtypes, shard, fail_on;
+  std::optional<uint64_t> seed;
+  int jobs = -1;
+
+  void add_to(CLI::App& app) {
+    app.add_option("--ops", ops, "Operators to check: a glob over qualified names, e.g. 'aten::add*'")
+        ->capture_default_str();
+    app.add_option("--checks", checks, "Comma-separated checks (default: all; see `opconform list --checks`)");
+    app.add_option("--device", devices, "Comma-separated devices: cpu, cuda")->capture_default_str();
+    app.add_option("--dtype", dtypes, "Comma-separated dtypes (default: every dtype the op supports)");
+    app.add_option("--samples", request.plan.samples, "Generated samples per case and check")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_option("--seed", seed, "Replace every case's fixed seed (replays a reported failure)");
+    app.add_option("--jobs,-j", jobs,
+                   "Worker processes (default: one per CPU); 0 runs in this process, without crash isolation");
+    app.add_option("--shard", shard,
+                   "Run shard i of N ('i/N', from 0); GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS are read when unset");
+    app.add_option("--timeout", request.timeout_s, "Seconds a check may run in a worker before it is timed_out")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_option("--report-dir", request.report_dir,
+                   "Where report.json, junit.xml, report.md and report.html go")
+        ->capture_default_str();
+    app.add_option("--json", request.json, "JSON report path (\"\" to skip)");
+    app.add_option("--junit", request.junit, "JUnit XML report path (\"\" to skip)");
+    app.add_option("--markdown", request.markdown, "Markdown report path (\"\" to skip)");
+    app.add_option("--html", request.html, "HTML report path (\"\" to skip)");
+    app.add_flag("--verbose,-v", request.verbose, "Print every result in full (message, minimal input, repro line)");
+    app.add_option("--fail-on", fail_on,
+                   "Comma-separated outcomes that make the exit status 1 (default: failed,crashed,timed_out)");
+  }
+
+  // Fills the request from the parsed flags; throws opconform::Error for bad values.
+  RunRequest finish(const std::vector<std::string>& args) {
+    RunRequest r = request;
+    r.plan.ops = ops;
+    r.plan.checks = split_list(checks);
+    r.plan.devices = split_list(devices);
+    r.plan.dtypes = split_list(dtypes);
+    r.plan.seed = seed;
+    if (!shard.empty()) {
+      r.plan.shard = parse_shard(shard);
+    } else if (auto s = shard_from_environment()) {
+      r.plan.shard = *s;
+    }
+    r.jobs = jobs >= 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (!fail_on.empty()) {
+      r.fail_on.clear();
+      for (const auto& o : split_list(fail_on)) r.fail_on.push_back(reports::parse_outcome(o));
+    }
+    r.command = join(args);
+    return r;
+  }
+};
+
+int exit_status(const reports::Report& report, const RunRequest& request) {
+  return reports::fails(report, request.fail_on) ? 1 : 0;
+}
+
+int list_command(const std::string& library, bool checks_only) {
+  if (checks_only) {
+    for (const auto& c : all_checks(true)) std::cout << c << "\n";
+    return 0;
+  }
+  Registry reference;
+  auto registration = reference::register_reference_ops(reference);
+  if (library.empty()) {
+    std::cout << reference::format_reference_table(reference::reference_op_infos());
+    return 0;
+  }
+  Registry registry;
+  auto lib = adapters::load_plugin(library, registry, {.schemas = &reference});
+  std::cout << lib->name() << " " << lib->version() << " (" << lib->origin() << "): " << lib->ops().size()
+            << " operators\n";
+  for (const auto& op : lib->ops()) {
+    std::string kernels;
+    for (auto [kind, name] : {std::pair{OPC_KERNEL_CPU, "cpu"}, {OPC_KERNEL_CUDA, "cuda"}, {OPC_KERNEL_FAKE, "fake"},
+                              {OPC_KERNEL_BACKWARD, "autograd"}})
+      if (lib->has_kernel(op, kind)) kernels += (kernels.empty() ? "" : ",") + std::string(name);
+    std::string dtypes;
+    if (auto d = lib->declared_dtypes(op))
+      for (DType t : *d) dtypes += (dtypes.empty() ? "" : ",") + std::string(name(t));
+    std::cout << op << "  [" << kernels << "]  " << (dtypes.empty() ? "(reference dtypes)" : dtypes) << "  "
+              << registry.get(op).schema().to_string() << "\n";
+  }
+  for (const auto& p : lib->problems()) std::cout << "problem: " << p.op << ": " << p.message << "\n";
+  return 0;
+}
+
+// Registrations that point nowhere and ops missing the parts checks need. Exit 1 when something
+// is broken (a dangling implementation, a load problem); missing parts are reported, not fatal.
+int doctor_command(const std::string& library) {
+  Registry reference;
+  auto registration = reference::register_reference_ops(reference);
+  Registry registry;
+  std::unique_ptr<adapters::LoadedLibrary> lib;
+  if (!library.empty()) lib = adapters::load_plugin(library, registry, {.schemas = &reference});
+  const Registry& checked = lib ? registry : reference;
+  int broken = 0, notes = 0;
+  for (const auto& op : checked.dangling_impls()) {
+    std::cout << "broken: '" << op << "' has kernels but no definition (a dangling implementation)\n";
+    ++broken;
+  }
+  if (lib) {
+    for (const auto& p : lib->problems()) {
+      std::cout << "broken: '" << p.op << "': " << p.message << "\n";
+      ++broken;
+    }
+    for (const auto& op : lib->ops()) {
+      if (!lib->has_kernel(op, OPC_KERNEL_CPU) && !lib->has_kernel(op, OPC_KERNEL_CUDA)) {
+        std::cout << "note: '" << op << "' has no real kernel (cpu or cuda)\n", ++notes;
+      }
+      if (!lib->has_kernel(op, OPC_KERNEL_FAKE)) {
+        std::cout << "note: '" << op << "' has no fake kernel: test_faketensor and graph capture cannot use it\n";
+        ++notes;
+      }
+      if (!lib->has_kernel(op, OPC_KERNEL_BACKWARD)) {
+        std::cout << "note: '" << op << "' has no autograd formula: gradients through it fail\n", ++notes;
+      }
+    }
+  } else {
+    for (const auto& info : reference::reference_op_infos()) {
+      if (!info.fake) std::cout << "note: '" << info.name << "' has no fake kernel\n", ++notes;
+      if (!info.autograd) std::cout << "note: '" << info.name << "' has no autograd formula\n", ++notes;
+    }
+  }
+  std::cout << "opconform doctor: " << broken << " broken, " << notes << " notes\n";
+  return broken == 0 ? 0 : 1;
+}
+
+int report_diff_command(const std::string& before, const std::string& after, const std::string& markdown) {
+  const reports::ReportDiff d = reports::diff(read_report(before), read_report(after));
+  const std::string text = reports::format_diff(d);
+  if (!markdown.empty()) reports::write_atomically(markdown, text);
+  std::cout << text;
+  return d.regressions.empty() ? 0 : 1;
+}
+
+int report_merge_command(const std::vector<std::string>& inputs, const RunRequest& outputs) {
+  std::vector<reports::Report> shards;
+  for (const auto& path : inputs) shards.push_back(read_report(path));
+  const reports::Report merged = reports::merge(shards);
+  const std::filesystem::path dir = outputs.report_dir;
+  auto write = [&](const std::optional<std::string>& given, const char* file, std::string (*to)(const reports::Report&)) {
+    const std::string path = given ? *given : (dir / file).string();
+    if (!path.empty()) reports::write_atomically(path, to(merged)), std::cerr << "opconform: wrote " << path << "\n";
+  };
+  write(outputs.json, "report.json", reports::to_json);
+  write(outputs.junit, "junit.xml", reports::to_junit);
+  write(outputs.markdown, "report.md", reports::to_markdown);
+  write(outputs.html, "report.html", reports::to_html);
+  std::cout << "opconform report merge: " << shards.size() << " reports, " << merged.results.size() << " results\n";
+  return reports::fails(merged, reports::default_fail_on()) ? 1 : 0;
+}
+
+}  // namespace
+
+std::vector<std::string> split_command_line(const std::string& line) {
+  std::vector<std::string> out;
+  std::string word;
+  bool in_word = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == '\'') {
+      const size_t end = line.find('\'', i + 1);
+      if (end == std::string::npos) throw Error(ErrorCode::kInvalidArgument, "unbalanced ' in: " + line);
+      word += line.substr(i + 1, end - i - 1), in_word = true, i = end;
+    } else if (c == '"') {
+      size_t j = i + 1;
+      for (; j < line.size() && line[j] != '"'; ++j) word += line[j] == '\\' && j + 1 < line.size() ? line[++j] : line[j];
+      if (j >= line.size()) throw Error(ErrorCode::kInvalidArgument, "unbalanced \" in: " + line);
+      in_word = true, i = j;
+    } else if (c == '\\' && i + 1 < line.size()) {
+      word += line[++i], in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) out.push_back(word), word.clear(), in_word = false;
+    } else {
+      word += c, in_word = true;
+    }
+  }
+  if (in_word) out.push_back(word);
+  return out;
+}
+
+int opconform_main(const std::vector<std::string>& args) {
+  CLI::App app{
+      "opconform: conformance checks for operator libraries against PyTorch's operator semantics.\n"
+      "Every operator runs through opcheck's checks and opconform's own properties on generated samples;\n"
+      "libraries loaded with --library run in worker processes, so a crash or a hang is a result, not the end.",
+      "opconform"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Help for every command");
+
+  RunFlags run_flags, check_flags, repro_flags;
+  auto* run = app.add_subcommand("run", "The main job: the bundled reference checked by every check, report in ./opconform-report/");
+  run_flags.add_to(*run);
+
+  auto* check = app.add_subcommand("check", "Check an operator library (a plugin, opconform/plugin.h) against the reference");
+  std::string against = "reference";
+  check->add_option("--library", check_flags.request.library, "The plugin's shared library")->required();
+  check->add_option("--against", against, "reference (compare every op with the reference) or none")
+      ->check(CLI::IsMember({"reference", "none"}))
+      ->capture_default_str();
+  check_flags.add_to(*check);
+
+  std::string list_library;
+  bool list_checks = false;
+  auto* list = app.add_subcommand("list", "List the reference's operators, a library's operators (--library), or the checks");
+  list->add_option("--library", list_library, "A plugin to list instead of the reference");
+  list->add_flag("--checks", list_checks, "List the checks instead");
+
+  std::string doctor_library;
+  auto* doctor = app.add_subcommand("doctor", "Find dangling implementations and ops without fake kernels or autograd formulas");
+  doctor->add_option("--library", doctor_library, "A plugin to examine instead of the reference");
+
+  std::string repro_line;
+  auto* repro = app.add_subcommand("repro", "Replay one result from a report's repro line, in this process, verbosely");
+  repro->add_option("line", repro_line, "The repro line, e.g. \"opconform check --library x.so --ops aten::neg ...\"")
+      ->required();
+
+  auto* report = app.add_subcommand("report", "Compare or join JSON reports");
+  report->require_subcommand(1);
+  std::string diff_before, diff_after, diff_markdown;
+  auto* diff = report->add_subcommand("diff", "Regressions, fixes and new ops between two JSON reports (exit 1 on a regression)");
+  diff->add_option("before", diff_before, "The older report.json")->required()->check(CLI::ExistingFile);
+  diff->add_option("after", diff_after, "The newer report.json")->required()->check(CLI::ExistingFile);
+  diff->add_option("--markdown", diff_markdown, "Also write the diff as Markdown to this path");
+  std::vector<std::string> merge_inputs;
+  RunRequest merge_outputs;
+  auto* merge = report->add_subcommand("merge", "Join shard reports into one (all four formats)");
+  merge->add_option("reports", merge_inputs, "The shards' report.json files")->required()->check(CLI::ExistingFile);
+  merge->add_option("--report-dir", merge_outputs.report_dir, "Where the merged reports go")->capture_default_str();
+  merge->add_option("--json", merge_outputs.json, "Merged JSON path");
+  merge->add_option("--junit", merge_outputs.junit, "Merged JUnit path");
+  merge->add_option("--markdown", merge_outputs.markdown, "Merged Markdown path");
+  merge->add_option("--html", merge_outputs.html, "Merged HTML path");
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream out, err;
+    const int status = app.exit(e, out, err);
+    std::cout << out.str();
+    std::cerr << err.str();
+    return status == 0 ? 0 : 2;
+  }
+
+  try {
+    if (*run) {
+      RunRequest r = run_flags.finish(args);
+      return exit_status(run_conformance(r), r);
+    }
+    if (*check) {
+      RunRequest r = check_flags.finish(args);
+      r.against_reference = against == "reference";
+      return exit_status(run_conformance(r), r);
+    }
+    if (*list) return list_command(list_library, list_checks);
+    if (*doctor) return doctor_command(doctor_library);
+    if (*repro) {
+      std::vector<std::string> line = split_command_line(repro_line);
+      if (!line.empty() && line[0] == "opconform") line.erase(line.begin());
+      if (line.empty() || (line[0] != "run" && line[0] != "check")) {
+        std::cerr << "opconform repro: the line must be an 'opconform run' or 'opconform check' command\n";
+        return 2;
+      }
+      // In this process (a debugger can attach), every result printed, no report files.
+      for (const char* extra : {"--jobs", "0", "--json", "", "--junit", "", "--markdown", "", "--html", ""})
+        line.push_back(extra);
+      line.push_back("--verbose");
+      return opconform_main(line);
+    }
+    if (*diff) return report_diff_command(diff_before, diff_after, diff_markdown);
+    if (*merge) return report_merge_command(merge_inputs, merge_outputs);
+  } catch (const std::exception& e) {
+    std::cerr << "opconform: " << e.what() << "\n";
+    return 3;
+  }
+  return 2;
+}
+
+}  // namespace opconform::harness

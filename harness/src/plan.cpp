@@ -1,0 +1,108 @@
+#include "opconform/harness/plan.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+
+#include "opconform/conformance/check.h"
+#include "opconform/core/cuda.h"
+#include "opconform/core/dtype.h"
+#include "opconform/core/error.h"
+#include "opconform/reference/op_info.h"
+
+namespace opconform::harness {
+namespace {
+
+int parse_int(std::string_view text, const std::string& what) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  OPCONFORM_CHECK(ec == std::errc() && end == text.data() + text.size(), ErrorCode::kInvalidArgument, what, ": '",
+                  text, "' is not a number");
+  return v;
+}
+
+template <typename T>
+bool contains(const std::vector<T>& v, const T& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+Shard parse_shard(std::string_view text) {
+  const auto slash = text.find('/');
+  OPCONFORM_CHECK(slash != std::string_view::npos, ErrorCode::kInvalidArgument, "--shard '", text,
+                  "': expected i/N, e.g. 0/4 (shards are numbered from 0)");
+  Shard s{parse_int(text.substr(0, slash), "--shard index"), parse_int(text.substr(slash + 1), "--shard count")};
+  OPCONFORM_CHECK(s.count >= 1 && s.index >= 0 && s.index < s.count, ErrorCode::kInvalidArgument, "--shard '", text,
+                  "': needs 0 <= i < N");
+  return s;
+}
+
+std::optional<Shard> shard_from_environment() {
+  const char* index = std::getenv("GTEST_SHARD_INDEX");
+  const char* total = std::getenv("GTEST_TOTAL_SHARDS");
+  if (index == nullptr || total == nullptr || *index == '\0' || *total == '\0') return std::nullopt;
+  Shard s{parse_int(index, "GTEST_SHARD_INDEX"), parse_int(total, "GTEST_TOTAL_SHARDS")};
+  OPCONFORM_CHECK(s.count >= 1 && s.index >= 0 && s.index < s.count, ErrorCode::kInvalidArgument,
+                  "GTEST_SHARD_INDEX=", s.index, " GTEST_TOTAL_SHARDS=", s.count, ": needs 0 <= index < total");
+  return s;
+}
+
+std::vector<std::string> all_checks(bool against_reference) {
+  std::vector<std::string> out;
+  for (auto& name : conformance::check_names())
+    if (against_reference || name != "reference_agreement") out.push_back(name);
+  // Agreement first: it is what a vendor asks first, and its failures explain the others.
+  std::stable_partition(out.begin(), out.end(), [](const std::string& n) { return n == "reference_agreement"; });
+  return out;
+}
+
+std::vector<PlannedCase> plan_cases(const Registry& registry, const adapters::LoadedLibrary* library,
+                                    const PlanOptions& options) {
+  std::vector<std::string> checks = options.checks.empty() ? all_checks(options.against_reference) : options.checks;
+  for (const auto& c : checks) conformance::check_named(c);  // throws for an unknown name, listing the known ones
+  for (const auto& d : options.devices) {
+    OPCONFORM_CHECK(d == "cpu" || d == "cuda", ErrorCode::kInvalidArgument, "--device '", d,
+                    "': known devices are cpu and cuda");
+    OPCONFORM_CHECK(d != "cuda" || cuda::is_available(), ErrorCode::kDevice,
+                    "--device cuda: no CUDA device is available on this machine (or this build has no CUDA)");
+  }
+  for (const auto& d : options.dtypes)
+    OPCONFORM_CHECK(parse_dtype(d).has_value(), ErrorCode::kInvalidArgument, "--dtype '", d, "' is not a dtype");
+
+  std::vector<std::string> ops;
+  if (library != nullptr) {
+    ops = library->ops();
+  } else {
+    for (const auto& info : reference::reference_op_infos()) ops.push_back(info.name);
+  }
+  std::vector<PlannedCase> all;
+  for (const auto& op : ops) {
+    if (fnmatch(options.ops.c_str(), op.c_str(), 0) != 0) continue;
+    auto handle = registry.find(op);
+    if (!handle || !handle->has_schema()) continue;
+    std::vector<DType> dtypes;
+    if (auto declared = library ? library->declared_dtypes(op) : std::nullopt) {
+      dtypes = *declared;
+    } else if (auto info = reference::reference_op_info(op)) {
+      dtypes = info->dtypes;
+    } else {
+      dtypes = {DType::Float32, DType::Float64};  // an op of the library's own: the generator's default
+    }
+    for (const auto& device : options.devices) {
+      for (DType d : dtypes) {
+        const std::string dtype(name(d));
+        if (!options.dtypes.empty() && !contains(options.dtypes, dtype)) continue;
+        all.push_back({op, device, dtype, checks});
+      }
+    }
+  }
+  std::vector<PlannedCase> mine;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (static_cast<int>(i % static_cast<size_t>(options.shard.count)) == options.shard.index) mine.push_back(all[i]);
+  return mine;
+}
+
+}  // namespace opconform::harness

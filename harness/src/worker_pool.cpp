@@ -1,0 +1,330 @@
+#include "opconform/harness/worker_pool.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "opconform/core/error.h"
+
+namespace opconform::harness {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using reports::CaseResult;
+
+// ---- one result per line, as JSON ----
+
+std::string encode(const CaseResult& r) {
+  nlohmann::json j = {{"op", r.op},         {"check", r.check},   {"device", r.device},
+                      {"dtype", r.dtype},   {"outcome", std::string(conformance::to_string(r.outcome))},
+                      {"message", r.message}, {"repro", r.repro}, {"seconds", r.seconds}};
+  if (r.minimal_input) j["minimal_input"] = *r.minimal_input;
+  // Invalid UTF-8 in a kernel's message must not stop the report: replace it.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+CaseResult decode(const std::string& line) {
+  auto j = nlohmann::json::parse(line);
+  CaseResult r;
+  r.op = j.at("op"), r.check = j.at("check"), r.device = j.at("device"), r.dtype = j.at("dtype");
+  r.outcome = reports::parse_outcome(j.at("outcome").get<std::string>());
+  r.message = j.at("message"), r.repro = j.at("repro"), r.seconds = j.at("seconds");
+  if (j.contains("minimal_input")) r.minimal_input = j["minimal_input"].get<std::string>();
+  return r;
+}
+
+bool write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// ---- the worker side (after fork) ----
+
+[[noreturn]] void worker_main(int requests, int replies, const CaseFunction& run) {
+  std::string buffer;
+  char chunk[256];
+  for (;;) {
+    size_t newline;
+    while ((newline = buffer.find('\n')) == std::string::npos) {
+      ssize_t n = ::read(requests, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) _exit(0);  // the harness closed the pipe: done
+      buffer.append(chunk, static_cast<size_t>(n));
+    }
+    const std::string request = buffer.substr(0, newline);
+    buffer.erase(0, newline + 1);
+    size_t case_index = 0, first_check = 0;
+    if (std::sscanf(request.c_str(), "%zu %zu", &case_index, &first_check) != 2) _exit(3);
+    run(
+        case_index, first_check,
+        [&](size_t check) {
+          if (!write_all(replies, "S " + std::to_string(check) + "\n")) _exit(4);
+        },
+        [&](const CaseResult& r) {
+          if (!write_all(replies, "R " + encode(r) + "\n")) _exit(4);
+        });
+    if (!write_all(replies, "D\n")) _exit(4);
+  }
+}
+
+// ---- the harness side ----
+
+struct Worker {
+  pid_t pid = -1;
+  int to = -1, from = -1, err = -1;
+  std::string buffer;
+  std::string stderr_tail;  // the last bytes the worker wrote to stderr in this case (for crashes)
+  bool busy = false;
+  size_t case_index = 0;
+  size_t running = 0;  // the check running now (index into the case's checks)
+  Clock::time_point deadline;
+};
+
+struct CaseState {
+  std::vector<std::optional<CaseResult>> results;  // one per check
+  bool done = false;
+};
+
+class Pool {
+ public:
+  Pool(const std::vector<PlannedCase>& cases, const CaseFunction& run, const WorkerOptions& options,
+       const std::function<void(size_t, std::vector<CaseResult>)>& on_done)
+      : cases_(cases), run_(run), options_(options), on_done_(on_done), state_(cases.size()) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      state_[i].results.resize(cases[i].checks.size());
+      pending_.emplace_back(i, 0);
+    }
+  }
+
+  void run() {
+    const size_t n = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(std::max(1, options_.jobs)), cases_.size()));
+    workers_.resize(n);
+    while (finished_ < cases_.size()) {
+      for (auto& w : workers_) {
+        if (w.busy || pending_.empty()) continue;
+        if (w.pid < 0) spawn(w);
+        auto [case_index, first] = pending_.front();
+        pending_.pop_front();
+        w.busy = true, w.case_index = case_index, w.running = first;
+        w.stderr_tail.clear();
+        w.deadline = Clock::now() + timeout();
+        if (!write_all(w.to, std::to_string(case_index) + " " + std::to_string(first) + "\n")) lost(w, "");
+      }
+      wait_for_events();
+    }
+    for (auto& w : workers_) stop(w);
+  }
+
+ private:
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
+  }
+
+  void spawn(Worker& w) {
+    int req[2], rep[2], err[2];
+    OPCONFORM_CHECK(::pipe(req) == 0 && ::pipe(rep) == 0 && ::pipe(err) == 0, ErrorCode::kInternal,
+                    "cannot create a pipe for a worker: ", std::strerror(errno));
+    std::fflush(nullptr);  // nothing buffered may be written twice
+    const pid_t pid = ::fork();
+    OPCONFORM_CHECK(pid >= 0, ErrorCode::kInternal, "cannot fork a worker: ", std::strerror(errno));
+    if (pid == 0) {
+      ::close(req[1]), ::close(rep[0]), ::close(err[0]);
+      // What a kernel prints on stderr (glibc's "double free" among it) goes with the result.
+      ::dup2(err[1], STDERR_FILENO);
+      ::close(err[1]);
+      for (auto& other : workers_)
+        if (other.pid > 0) ::close(other.to), ::close(other.from), ::close(other.err);
+      signal(SIGPIPE, SIG_DFL);
+      worker_main(req[0], rep[1], run_);
+    }
+    ::close(req[0]), ::close(rep[1]), ::close(err[1]);
+    w = Worker{};
+    w.pid = pid, w.to = req[1], w.from = rep[0], w.err = err[0];
+  }
+
+  void stop(Worker& w) {
+    if (w.pid < 0) return;
+    ::close(w.to), ::close(w.from), ::close(w.err);
+    int status = 0;
+    ::waitpid(w.pid, &status, 0);
+    w.pid = -1;
+  }
+
+  // The worker is gone (died, or killed by us): the running check gets `outcome`, a fresh worker
+  // continues with the next check of the case.
+  void lost(Worker& w, const std::string& why, conformance::Outcome outcome = conformance::Outcome::crashed) {
+    std::string reason = why;
+    if (outcome == conformance::Outcome::crashed) {
+      int status = 0;
+      drain_stderr(w);
+      ::close(w.to), ::close(w.from), ::close(w.err);
+      ::waitpid(w.pid, &status, 0);
+      if (WIFSIGNALED(status)) {
+        reason = "the worker process running this check was killed by " + describe_signal(WTERMSIG(status));
+      } else {
+        reason = "the worker process running this check exited with status " +
+                 std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (a kernel called exit?)";
+      }
+      w.pid = -1;
+    }
+    const PlannedCase& c = cases_[w.case_index];
+    CaseResult r;
+    r.op = c.op, r.check = c.checks[w.running], r.device = c.device, r.dtype = c.dtype;
+    r.outcome = outcome;
+    r.message = reason;
+    if (!w.stderr_tail.empty()) r.message += "; its last output on stderr: " + w.stderr_tail;
+    state_[w.case_index].results[w.running] = r;
+    w.busy = false;
+    const size_t next = w.running + 1;
+    if (next < c.checks.size()) {
+      pending_.emplace_front(w.case_index, next);
+    } else {
+      complete(w.case_index);
+    }
+  }
+
+  // Reads what the worker's stderr holds now, keeping the last 2 KB.
+  static void drain_stderr(Worker& w) {
+    char chunk[4096];
+    for (;;) {
+      pollfd p{w.err, POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0 || (p.revents & POLLIN) == 0) return;
+      ssize_t n = ::read(w.err, chunk, sizeof chunk);
+      if (n <= 0) return;
+      w.stderr_tail.append(chunk, static_cast<size_t>(n));
+      if (w.stderr_tail.size() > 2048) w.stderr_tail.erase(0, w.stderr_tail.size() - 2048);
+    }
+  }
+
+  void complete(size_t case_index) {
+    CaseState& s = state_[case_index];
+    s.done = true;
+    ++finished_;
+    std::vector<CaseResult> out;
+    for (auto& r : s.results)
+      if (r) out.push_back(*r);
+    on_done_(case_index, std::move(out));
+  }
+
+  void handle_line(Worker& w, const std::string& line) {
+    if (line.rfind("S ", 0) == 0) {
+      w.running = std::stoul(line.substr(2));
+      w.deadline = Clock::now() + timeout();
+    } else if (line.rfind("R ", 0) == 0) {
+      CaseResult r = decode(line.substr(2));
+      const auto& checks = cases_[w.case_index].checks;
+      for (size_t i = 0; i < checks.size(); ++i)
+        if (checks[i] == r.check) state_[w.case_index].results[i] = r;
+    } else if (line == "D") {
+      w.busy = false;
+      complete(w.case_index);
+    }
+  }
+
+  void wait_for_events() {
+    std::vector<pollfd> fds;
+    std::vector<Worker*> owners;
+    auto now = Clock::now();
+    auto earliest = now + std::chrono::hours(24);
+    for (auto& w : workers_) {
+      if (!w.busy) continue;
+      fds.push_back({w.from, POLLIN, 0});
+      owners.push_back(&w);
+      fds.push_back({w.err, POLLIN, 0});
+      owners.push_back(&w);
+      earliest = std::min(earliest, w.deadline);
+    }
+    if (fds.empty()) return;
+    const auto wait_ms = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(earliest - now).count());
+    int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(wait_ms + 1, 60'000)));
+    if (ready < 0 && errno != EINTR) throw Error(ErrorCode::kInternal, std::string("poll: ") + std::strerror(errno));
+    for (size_t i = 0; i < fds.size(); ++i) {
+      Worker& w = *owners[i];
+      if (fds[i].revents == 0 || !w.busy) continue;
+      if (fds[i].fd == w.err) {
+        drain_stderr(w);
+        continue;
+      }
+      char chunk[65536];
+      ssize_t n = ::read(w.from, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        lost(w, "");
+        continue;
+      }
+      w.buffer.append(chunk, static_cast<size_t>(n));
+      size_t newline;
+      while (w.busy && (newline = w.buffer.find('\n')) != std::string::npos) {
+        std::string line = w.buffer.substr(0, newline);
+        w.buffer.erase(0, newline + 1);
+        handle_line(w, line);
+      }
+    }
+    now = Clock::now();
+    for (auto& w : workers_) {
+      if (!w.busy || now < w.deadline) continue;
+      ::kill(w.pid, SIGKILL);
+      drain_stderr(w);
+      ::close(w.to), ::close(w.from), ::close(w.err);
+      int status = 0;
+      ::waitpid(w.pid, &status, 0);
+      w.pid = -1;
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", options_.timeout_s);
+      lost(w, std::string("no result within the time-out of ") + seconds +
+                  " s: the check was stopped (a kernel that never returns?)",
+           conformance::Outcome::timed_out);
+    }
+  }
+
+  const std::vector<PlannedCase>& cases_;
+  const CaseFunction& run_;
+  WorkerOptions options_;
+  const std::function<void(size_t, std::vector<CaseResult>)>& on_done_;
+  std::vector<CaseState> state_;
+  std::deque<std::pair<size_t, size_t>> pending_;  // (case, first check)
+  std::vector<Worker> workers_;
+  size_t finished_ = 0;
+};
+
+}  // namespace
+
+std::string describe_signal(int signal) {
+  const char* what = strsignal(signal);
+  const char* abbrev = sigabbrev_np(signal);
+  std::string out = abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(signal);
+  if (what) out += std::string(" (") + what + ")";
+  return out;
+}
+
+void run_isolated(const std::vector<PlannedCase>& cases, const CaseFunction& run, const WorkerOptions& options,
+                  const std::function<void(size_t, std::vector<CaseResult>)>& on_done) {
+  if (cases.empty()) return;
+  // A worker that dies while we write to it must not take the harness down with SIGPIPE.
+  struct sigaction ignore{}, previous{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &previous);
+  try {
+    Pool(cases, run, options, on_done).run();
+  } catch (...) {
+    sigaction(SIGPIPE, &previous, nullptr);
+    throw;
+  }
+  sigaction(SIGPIPE, &previous, nullptr);
+}
+
+}  // namespace opconform::harness
