@@ -297,16 +297,20 @@ int opconform_main(const std::vector<std::string>& args) {
     return status == 0 ? 0 : 2;
   }
 
+  // Values the parser cannot judge (shards, check and dtype names): a usage error too.
+  RunRequest request;
+  if (*run || *check) {
+    try {
+      request = (*run ? run_flags : check_flags).finish(args);
+      request.against_reference = *check && against == "reference";
+      validate(request.plan);
+    } catch (const std::exception& e) {
+      std::cerr << "opconform: " << e.what() << "\n";
+      return 2;
+    }
+  }
   try {
-    if (*run) {
-      RunRequest r = run_flags.finish(args);
-      return exit_status(run_conformance(r), r);
-    }
-    if (*check) {
-      RunRequest r = check_flags.finish(args);
-      r.against_reference = against == "reference";
-      return exit_status(run_conformance(r), r);
-    }
+    if (*run || *check) return exit_status(run_conformance(request), request);
     if (*list) return list_command(list_library, list_checks);
     if (*doctor) return doctor_command(doctor_library);
     if (*repro) {

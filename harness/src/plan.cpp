@@ -59,10 +59,8 @@ std::vector<std::string> all_checks(bool against_reference) {
   return out;
 }
 
-std::vector<PlannedCase> plan_cases(const Registry& registry, const adapters::LoadedLibrary* library,
-                                    const PlanOptions& options) {
-  std::vector<std::string> checks = options.checks.empty() ? all_checks(options.against_reference) : options.checks;
-  for (const auto& c : checks) conformance::check_named(c);  // throws for an unknown name, listing the known ones
+void validate(const PlanOptions& options) {
+  for (const auto& c : options.checks) conformance::check_named(c);  // throws for an unknown name, listing the known ones
   for (const auto& d : options.devices) {
     OPCONFORM_CHECK(d == "cpu" || d == "cuda", ErrorCode::kInvalidArgument, "--device '", d,
                     "': known devices are cpu and cuda");
@@ -71,7 +69,12 @@ std::vector<PlannedCase> plan_cases(const Registry& registry, const adapters::Lo
   }
   for (const auto& d : options.dtypes)
     OPCONFORM_CHECK(parse_dtype(d).has_value(), ErrorCode::kInvalidArgument, "--dtype '", d, "' is not a dtype");
+}
 
+std::vector<PlannedCase> plan_cases(const Registry& registry, const adapters::LoadedLibrary* library,
+                                    const PlanOptions& options) {
+  validate(options);
+  std::vector<std::string> checks = options.checks.empty() ? all_checks(options.against_reference) : options.checks;
   std::vector<std::string> ops;
   if (library != nullptr) {
     ops = library->ops();

@@ -40,9 +40,12 @@ struct PlannedCase {
   std::vector<std::string> checks;
 };
 
+// Throws opconform::Error naming the first unknown check, device or dtype (or an unusable device).
+void validate(const PlanOptions& options);
+
 // The cases for the ops of `library` (or, when null, every op of the reference registry), with
 // the dtypes the plugin declared or the reference lists, filtered by the options, sharded.
-// Throws opconform::Error for an unknown check, device or dtype name.
+// Validates the options first (validate()).
 std::vector<PlannedCase> plan_cases(const Registry& registry, const adapters::LoadedLibrary* library,
                                     const PlanOptions& options);
 

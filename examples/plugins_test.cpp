@@ -1,0 +1,83 @@
+// The example plugins through `opconform check`, as a user runs them: the correct vendor library
+// passes everything; every seeded bug of the buggy library is reported with its outcome, and the
+// run completes (a crash and a hang included). examples/buggy_plugin/README.md lists the bugs.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "opconform/harness/cli.h"
+#include "opconform/reports/writers.h"
+
+namespace opconform {
+namespace {
+
+namespace fs = std::filesystem;
+using reports::Outcome;
+
+reports::Report check(const std::string& library, std::vector<std::string> extra, int expected_status) {
+  const fs::path dir = fs::temp_directory_path() / ("opconform_plugins_test_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  std::vector<std::string> args = {"check", "--library", library, "--jobs", "2", "--report-dir", dir.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  EXPECT_EQ(harness::opconform_main(args), expected_status);
+  std::ifstream in(dir / "report.json");
+  auto report = reports::report_from_json(std::string(std::istreambuf_iterator<char>(in), {}));
+  fs::remove_all(dir);
+  return report;
+}
+
+TEST(ExamplePlugins, TheVendorLibraryPassesEveryCheck) {
+  const auto r = check(OPCONFORM_VENDOR_PLUGIN, {"--samples", "30"}, 0);
+  std::set<std::string> ops;
+  for (const auto& c : r.results) {
+    ops.insert(c.op);
+    EXPECT_TRUE(c.outcome == Outcome::passed || c.outcome == Outcome::skipped)
+        << c.op << " " << c.check << " [" << c.dtype << "]: " << conformance::to_string(c.outcome) << ": " << c.message;
+  }
+  EXPECT_GE(ops.size(), 15u);
+  EXPECT_GT(r.count(Outcome::passed), 400u);
+}
+
+TEST(ExamplePlugins, EverySeededBugIsReportedWithItsOutcome) {
+  const auto r = check(OPCONFORM_BUGGY_PLUGIN, {"--samples", "20", "--timeout", "2"}, 1);
+  // op -> check -> outcomes over the dtypes
+  std::map<std::string, std::map<std::string, std::multiset<Outcome>>> seen;
+  for (const auto& c : r.results) seen[c.op][c.check].insert(c.outcome);
+  auto reported = [&](const std::string& op, const std::string& check, Outcome o) {
+    return seen[op][check].count(o) > 0;
+  };
+  // (a) a wrong value for float64 only
+  EXPECT_TRUE(reported("aten::mul.Tensor", "reference_agreement", Outcome::failed));
+  EXPECT_TRUE(reported("aten::mul.Tensor", "dtype_consistency", Outcome::failed));
+  // (b) a crash on empty input
+  EXPECT_TRUE(reported("aten::neg", "edge_shapes", Outcome::crashed));
+  // (c) an infinite loop on 3-d inputs
+  size_t timed_out = 0;
+  for (const auto& [check, outcomes] : seen["aten::exp"]) timed_out += outcomes.count(Outcome::timed_out);
+  EXPECT_GT(timed_out, 0u);
+  // (d) an undeclared mutation
+  EXPECT_TRUE(reported("aten::abs", "test_schema", Outcome::failed));
+  // (e) a wrong fake kernel
+  EXPECT_TRUE(reported("aten::sum.dim_IntList", "test_faketensor", Outcome::failed));
+  // (f) a stride bug
+  EXPECT_TRUE(reported("aten::sin", "stride_invariance", Outcome::failed));
+  // The correct ops pass.
+  for (const char* op : {"aten::add.Tensor", "aten::sub.Tensor", "aten::maximum", "aten::relu", "aten::mm"}) {
+    for (const auto& [check, outcomes] : seen[op]) {
+      for (Outcome o : outcomes) EXPECT_TRUE(o == Outcome::passed || o == Outcome::skipped) << op << " " << check;
+    }
+  }
+  // Correct float32 mul: its value bug is float64 only.
+  for (const auto& c : r.results) {
+    if (c.op == "aten::mul.Tensor" && c.check == "reference_agreement" && c.dtype == "float32") {
+      EXPECT_EQ(c.outcome, Outcome::passed) << c.message;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace opconform

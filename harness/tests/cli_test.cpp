@@ -1,0 +1,245 @@
+// The opconform command line, run in-process: the run and check commands with their reports,
+// crash and hang isolation, shards and merge, repro lines, list, doctor, usage errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "opconform/harness/cli.h"
+#include "opconform/harness/worker_pool.h"
+#include "opconform/reports/writers.h"
+
+namespace opconform::harness {
+namespace {
+
+namespace fs = std::filesystem;
+using reports::Outcome;
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("opconform_cli_test_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs `opconform args... --report-dir <dir>/<name>` and returns the exit status.
+  int run(std::vector<std::string> args, const std::string& name = "report") {
+    args.push_back("--report-dir");
+    args.push_back((dir_ / name).string());
+    return opconform_main(args);
+  }
+  reports::Report report(const std::string& name = "report") {
+    std::ifstream in(dir_ / name / "report.json");
+    return reports::report_from_json(std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  static std::map<std::string, Outcome> outcomes_of(const reports::Report& r, const std::string& op) {
+    std::map<std::string, Outcome> out;
+    for (const auto& c : r.results)
+      if (c.op == op) out[c.check] = c.outcome;
+    return out;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Cli, RunChecksTheReferenceAndWritesEveryReport) {
+  EXPECT_EQ(run({"run", "--ops", "aten::neg", "--samples", "5", "--jobs", "0"}), 0);
+  for (const char* f : {"report.json", "junit.xml", "report.md", "report.html"})
+    EXPECT_TRUE(fs::exists(dir_ / "report" / f)) << f;
+  const auto r = report();
+  EXPECT_EQ(r.info.library, "reference");
+  std::set<std::string> dtypes, checks;
+  for (const auto& c : r.results) {
+    EXPECT_EQ(c.op, "aten::neg");
+    EXPECT_TRUE(c.outcome == Outcome::passed || c.outcome == Outcome::skipped) << c.check << ": " << c.message;
+    dtypes.insert(c.dtype), checks.insert(c.check);
+  }
+  EXPECT_GE(dtypes.size(), 4u);
+  EXPECT_EQ(checks.count("reference_agreement"), 0u) << "the reference is not compared with itself";
+  EXPECT_EQ(r.results.size(), dtypes.size() * checks.size());
+}
+
+TEST_F(Cli, CrashesAndHangsAreResultsAndTheRunCompletes) {
+  EXPECT_EQ(run({"check", "--library", OPCONFORM_MISBEHAVING_PLUGIN, "--samples", "3", "--jobs", "2", "--timeout", "1",
+                 "--checks", "test_schema,determinism,stride_invariance"}),
+            1);
+  const auto r = report();
+  EXPECT_EQ(r.info.library, "misbehaving 1");
+  auto twice = outcomes_of(r, "fixture::twice"), crash = outcomes_of(r, "fixture::crash"),
+       hang = outcomes_of(r, "fixture::hang");
+  for (const auto& [check, o] : twice) EXPECT_EQ(o, Outcome::passed) << check;
+  ASSERT_EQ(crash.size(), 3u);
+  for (const auto& [check, o] : crash) EXPECT_EQ(o, Outcome::crashed) << check;
+  ASSERT_EQ(hang.size(), 3u);
+  for (const auto& [check, o] : hang) EXPECT_EQ(o, Outcome::timed_out) << check;
+  for (const auto& c : r.results) {
+    if (c.outcome == Outcome::crashed) {
+      EXPECT_NE(c.message.find("SIGSEGV"), std::string::npos) << c.message;
+    }
+  }
+}
+
+TEST_F(Cli, FailOnDecidesTheExitStatus) {
+  const std::vector<std::string> args = {"check", "--library", OPCONFORM_MISBEHAVING_PLUGIN, "--samples", "2",
+                                         "--jobs", "1", "--ops", "fixture::crash", "--checks", "test_schema"};
+  EXPECT_EQ(run(args), 1);
+  auto lenient = args;
+  lenient.insert(lenient.end(), {"--fail-on", "failed,timed_out"});
+  EXPECT_EQ(run(lenient), 0);
+}
+
+TEST_F(Cli, APluginThatCrashesWhileLoadingIsReported) {
+  EXPECT_EQ(run({"check", "--library", OPCONFORM_CRASHING_REGISTRATION_PLUGIN}), 1);
+  const auto r = report();
+  ASSERT_EQ(r.results.size(), 1u);
+  EXPECT_EQ(r.results[0].check, "load");
+  EXPECT_EQ(r.results[0].outcome, Outcome::crashed);
+  EXPECT_NE(r.results[0].message.find("SIGSEGV"), std::string::npos) << r.results[0].message;
+}
+
+TEST_F(Cli, AFileThatIsNotAPluginIsAFailedLoad) {
+  const auto garbage = dir_ / "garbage.so";
+  std::ofstream(garbage) << "not a library";
+  EXPECT_EQ(run({"check", "--library", garbage.string()}), 1);
+  const auto r = report();
+  ASSERT_EQ(r.results.size(), 1u);
+  EXPECT_EQ(r.results[0].outcome, Outcome::failed);
+  EXPECT_NE(r.results[0].message.find("not a shared library"), std::string::npos) << r.results[0].message;
+}
+
+TEST_F(Cli, ShardsCoverTheRunAndMergeBackIntoIt) {
+  const std::vector<std::string> base = {"run", "--ops", "aten::abs", "--samples", "3", "--jobs", "0", "--checks",
+                                         "test_schema"};
+  ASSERT_EQ(run(base, "whole"), 0);
+  for (int i = 0; i < 3; ++i) {
+    auto args = base;
+    args.insert(args.end(), {"--shard", std::to_string(i) + "/3"});
+    ASSERT_EQ(run(args, "shard" + std::to_string(i)), 0);
+  }
+  std::multiset<std::string> whole, shards;
+  for (const auto& c : report("whole").results) whole.insert(c.key());
+  for (int i = 0; i < 3; ++i)
+    for (const auto& c : report("shard" + std::to_string(i)).results) shards.insert(c.key());
+  EXPECT_EQ(whole, shards);
+  EXPECT_EQ(opconform_main({"report", "merge", (dir_ / "shard0/report.json").string(),
+                            (dir_ / "shard1/report.json").string(), (dir_ / "shard2/report.json").string(),
+                            "--report-dir", (dir_ / "merged").string()}),
+            0);
+  std::multiset<std::string> merged;
+  for (const auto& c : report("merged").results) merged.insert(c.key());
+  EXPECT_EQ(merged, whole);
+}
+
+TEST_F(Cli, GtestShardVariablesShardTheRun) {
+  setenv("GTEST_SHARD_INDEX", "1", 1);
+  setenv("GTEST_TOTAL_SHARDS", "2", 1);
+  const int status = run({"run", "--ops", "aten::abs", "--samples", "2", "--jobs", "0", "--checks", "test_schema"});
+  unsetenv("GTEST_SHARD_INDEX");
+  unsetenv("GTEST_TOTAL_SHARDS");
+  EXPECT_EQ(status, 0);
+  const auto r = report();
+  EXPECT_EQ(r.info.shard, "1/2");
+  ASSERT_EQ(run({"run", "--ops", "aten::abs", "--samples", "2", "--jobs", "0", "--checks", "test_schema"}, "all"), 0);
+  EXPECT_EQ(r.results.size(), report("all").results.size() / 2);
+}
+
+TEST_F(Cli, AReproLineReplaysTheSameResult) {
+  ASSERT_EQ(run({"check", "--library", OPCONFORM_MISBEHAVING_PLUGIN, "--samples", "2", "--jobs", "1", "--ops",
+                 "fixture::crash", "--checks", "determinism"}),
+            1);
+  const auto r = report();
+  ASSERT_EQ(r.results.size(), 1u);
+  // A crash has no repro line from opcheck (the worker died); a failed check does. Use the plan's own.
+  const std::string line = "opconform check --library " OPCONFORM_MISBEHAVING_PLUGIN
+                           " --ops fixture::twice --checks determinism --dtype float64 --seed 7";
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(opconform_main({"repro", line}), 0);
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("fixture::twice determinism [cpu, float64]: passed"), std::string::npos) << out;
+}
+
+TEST_F(Cli, ReportDiffFindsRegressions) {
+  const std::vector<std::string> args = {"check", "--library", OPCONFORM_MISBEHAVING_PLUGIN, "--samples", "2",
+                                         "--jobs", "1", "--checks", "test_schema", "--timeout", "1"};
+  auto good = args;
+  good.insert(good.end(), {"--ops", "fixture::twice"});
+  ASSERT_EQ(run(good, "before"), 0);
+  auto all = args;
+  all.insert(all.end(), {"--ops", "fixture::*"});
+  ASSERT_EQ(run(all, "after"), 1);
+  testing::internal::CaptureStdout();
+  const int status = opconform_main({"report", "diff", (dir_ / "before/report.json").string(),
+                                     (dir_ / "after/report.json").string()});
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(status, 0) << "new ops are not regressions:\n" << out;
+  EXPECT_NE(out.find("fixture::crash"), std::string::npos) << out;
+  testing::internal::CaptureStdout();
+  const int reverse = opconform_main({"report", "diff", (dir_ / "after/report.json").string(),
+                                      (dir_ / "before/report.json").string()});
+  testing::internal::GetCapturedStdout();
+  EXPECT_EQ(reverse, 0);
+}
+
+TEST_F(Cli, UsageErrorsAreExitStatusTwo) {
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(opconform_main({"check"}), 2);                       // --library missing
+  EXPECT_EQ(opconform_main({"run", "--samples", "0"}), 2);       // not positive
+  EXPECT_EQ(opconform_main({"run", "--shard", "3/2"}), 2);       // index past count
+  EXPECT_EQ(opconform_main({"run", "--checks", "nonsense"}), 2); // unknown check
+  EXPECT_EQ(opconform_main({"frobnicate"}), 2);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("unknown check 'nonsense'"), std::string::npos) << err;
+  EXPECT_NE(err.find("0 <= i < N"), std::string::npos) << err;
+}
+
+TEST_F(Cli, HelpTellsEveryCommand) {
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(opconform_main({"--help"}), 0);
+  const std::string out = testing::internal::GetCapturedStdout();
+  for (const char* command : {"run", "check", "list", "doctor", "repro", "report"})
+    EXPECT_NE(out.find(std::string("  ") + command), std::string::npos) << command;
+}
+
+TEST_F(Cli, ListAndDoctorDescribeALibrary) {
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(opconform_main({"list", "--library", OPCONFORM_MISBEHAVING_PLUGIN}), 0);
+  std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("fixture::hang  [cpu,fake]  float64"), std::string::npos) << out;
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(opconform_main({"doctor", "--library", OPCONFORM_MISBEHAVING_PLUGIN}), 0);
+  out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("'fixture::crash' has no autograd formula"), std::string::npos) << out;
+  EXPECT_NE(out.find("0 broken, 3 notes"), std::string::npos) << out;
+}
+
+TEST(Workers, HealthyWorkersAreReused) {
+  std::vector<PlannedCase> cases(12, PlannedCase{"op", "cpu", "float64", {"a", "b"}});
+  std::set<pid_t> pids;
+  size_t done = 0;
+  // Each result carries the worker's pid in its message.
+  CaseFunction run = [](size_t index, size_t first, const std::function<void(size_t)>& started,
+                        const std::function<void(const reports::CaseResult&)>& result) {
+    for (size_t c = first; c < 2; ++c) {
+      started(c);
+      result({"op", c == 0 ? "a" : "b", "cpu", "float64", Outcome::passed, std::to_string(getpid()), "", {}, 0});
+    }
+  };
+  run_isolated(cases, run, {2, 10}, [&](size_t, std::vector<reports::CaseResult> results) {
+    ++done;
+    ASSERT_EQ(results.size(), 2u);
+    for (const auto& r : results) pids.insert(std::stoi(r.message));
+  });
+  EXPECT_EQ(done, cases.size());
+  EXPECT_EQ(pids.size(), 2u) << "two workers for twelve cases";
+  EXPECT_EQ(pids.count(getpid()), 0u) << "the cases ran outside this process";
+}
+
+}  // namespace
+}  // namespace opconform::harness
