@@ -1,10 +1,12 @@
 // The whole reference conformance run (issue 5): every reference operator, on every dtype it
 // accepts, through every check on the CI sample count (50 generated samples), as
 // reference/tests/reference_conformance_test.cpp runs it.
-//   BM_reference_eager        baseline: the same generated samples, each op called once per sample
-//   BM_reference_conformance  the full run
+//   BM_reference_eager                  baseline: the same generated samples, each op called once per sample
+//   BM_reference_conformance            the full run, in this process (`opconform run --jobs 0`)
+//   BM_reference_conformance_isolated   the same run in one reused worker process (`--jobs 1`)
 // Goal: the full run under 60 s on the 2-core CI machine. The ratio conformance / eager is the
-// cost of checking relative to just running the ops on the same inputs.
+// cost of checking relative to just running the ops on the same inputs; isolated / in-process is
+// the cost of crash isolation (one worker process, reused while healthy).
 #include <benchmark/benchmark.h>
 
 #include <functional>
@@ -13,7 +15,8 @@
 #include "opconform/conformance/generate.h"
 #include "opconform/conformance/opcheck.h"
 #include "opconform/reference.h"
-#include "opconform/reference/self_check.h"
+#include "opconform/reference/case_spec.h"
+#include "opconform/harness/conformance_run.h"
 
 namespace {
 
@@ -38,7 +41,7 @@ std::vector<Case> cases() {
   std::vector<Case> out;
   for (const auto& info : reference::reference_op_infos()) {
     for (DType d : info.dtypes) {
-      GenerateSpec spec = reference::self_check_spec(info.name, d, kSamples);
+      GenerateSpec spec = reference::case_spec(info.name, d, kSamples);
       out.push_back({info.name, d, spec});
     }
   }
@@ -65,20 +68,28 @@ void BM_reference_eager(benchmark::State& state) {
   state.counters["cases"] = static_cast<double>(all.size());
 }
 
-void BM_reference_conformance(benchmark::State& state) {
-  size_t cases = 0, failing = 0;
+// The main job's run of the reference (no report files), in-process or in `jobs` workers.
+void run_reference(benchmark::State& state, int jobs) {
+  size_t results = 0, failing = 0;
   for (auto _ : state) {
-    auto run = reference::self_check(registry(), {.samples = kSamples});
-    cases = run.size();
-    failing = 0;
-    for (const auto& c : run) failing += !c.ok();
+    harness::RunRequest request;
+    request.plan.samples = kSamples;
+    request.jobs = jobs;
+    request.write_reports = false;
+    auto report = harness::run_conformance(request);
+    results = report.results.size();
+    failing = report.count(reports::Outcome::failed) + report.count(reports::Outcome::crashed);
   }
-  state.counters["cases"] = static_cast<double>(cases);
-  state.counters["failing_cases"] = static_cast<double>(failing);
+  state.counters["results"] = static_cast<double>(results);
+  state.counters["failing"] = static_cast<double>(failing);
 }
+
+void BM_reference_conformance(benchmark::State& state) { run_reference(state, 0); }
+void BM_reference_conformance_isolated(benchmark::State& state) { run_reference(state, 1); }
 
 BENCHMARK(BM_reference_eager)->Unit(benchmark::kSecond)->Iterations(1);
 BENCHMARK(BM_reference_conformance)->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_reference_conformance_isolated)->Unit(benchmark::kSecond)->Iterations(1);
 
 }  // namespace
 

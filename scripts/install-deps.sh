@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev libdlpack-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
   clang-14 libclang-rt-14-dev
+  chromium  # headless, for the HTML report test (reports/tests/html_chromium_test.cpp)
 )
 # libtorch is optional (the ATen adapter and the libtorch benchmark baseline);
 # set OPCONFORM_NO_TORCH=1 to skip it on small machines.

@@ -6,7 +6,7 @@
 
 #include "opconform/conformance/opcheck.h"
 #include "opconform/core/dtype.h"
-#include "opconform/reference/self_check.h"
+#include "opconform/reference/case_spec.h"
 
 namespace opconform::harness {
 namespace {
@@ -39,7 +39,7 @@ std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedC
                                           const std::function<void(const std::string&)>& on_check_start,
                                           const std::function<void(const reports::CaseResult&)>& on_result) {
   const DType dtype = *parse_dtype(c.dtype);
-  conformance::GenerateSpec spec = reference::self_check_spec(c.op, dtype, ctx.samples);
+  conformance::GenerateSpec spec = reference::case_spec(c.op, dtype, ctx.samples);
   if (ctx.seed) spec.seed = *ctx.seed;
   spec.devices = {Device::parse(c.device)};
   conformance::OpcheckOptions options;

@@ -9,6 +9,7 @@
 #include "opconform/adapters/loader.h"
 #include "opconform/core/error.h"
 #include "opconform/harness/conformance_run.h"
+#include "opconform/reference/coverage.h"
 #include "opconform/reference/op_info.h"
 #include "opconform/reference/reference.h"
 #include "opconform/reports/diff_merge.h"
@@ -108,13 +109,20 @@ int exit_status(const reports::Report& report, const RunRequest& request) {
   return reports::fails(report, request.fail_on) ? 1 : 0;
 }
 
-int list_command(const std::string& library, bool checks_only) {
+int list_command(const std::string& library, bool checks_only, const std::string& markdown) {
   if (checks_only) {
     for (const auto& c : all_checks(true)) std::cout << c << "\n";
     return 0;
   }
   Registry reference;
   auto registration = reference::register_reference_ops(reference);
+  if (!markdown.empty()) {
+    const auto infos = reference::reference_op_infos();
+    reports::write_atomically(markdown, reference::format_coverage_markdown(
+                                            reference::read_core_aten_opset(reference::default_core_aten_opset_path()), infos));
+    std::cout << "wrote " << markdown << " (" << infos.size() << " reference operators)\n";
+    return 0;
+  }
   if (library.empty()) {
     std::cout << reference::format_reference_table(reference::reference_op_infos());
     return 0;
@@ -259,6 +267,8 @@ int opconform_main(const std::vector<std::string>& args) {
   auto* list = app.add_subcommand("list", "List the reference's operators, a library's operators (--library), or the checks");
   list->add_option("--library", list_library, "A plugin to list instead of the reference");
   list->add_flag("--checks", list_checks, "List the checks instead");
+  std::string list_markdown;
+  list->add_option("--markdown", list_markdown, "Write the Core ATen coverage page of the reference (docs/reference.md)");
 
   std::string doctor_library;
   auto* doctor = app.add_subcommand("doctor", "Find dangling implementations and ops without fake kernels or autograd formulas");
@@ -311,7 +321,7 @@ int opconform_main(const std::vector<std::string>& args) {
   }
   try {
     if (*run || *check) return exit_status(run_conformance(request), request);
-    if (*list) return list_command(list_library, list_checks);
+    if (*list) return list_command(list_library, list_checks, list_markdown);
     if (*doctor) return doctor_command(doctor_library);
     if (*repro) {
       std::vector<std::string> line = split_command_line(repro_line);

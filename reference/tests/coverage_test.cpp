@@ -53,11 +53,11 @@ TEST(Coverage, EveryOpHasEveryPartItNeeds) {
 
 TEST(Coverage, TheGeneratedPageIsUpToDate) {
   std::ifstream in(std::string(OPCONFORM_SOURCE_DIR) + "/docs/reference.md");
-  ASSERT_TRUE(in.good()) << "docs/reference.md is missing: run opconform_reference_list --markdown docs/reference.md";
+  ASSERT_TRUE(in.good()) << "docs/reference.md is missing: run opconform list --markdown docs/reference.md";
   std::stringstream committed;
   committed << in.rdbuf();
   EXPECT_EQ(committed.str(), format_coverage_markdown(opset(), infos()))
-      << "docs/reference.md is out of date: run build/default/reference/opconform_reference_list --markdown "
+      << "docs/reference.md is out of date: run build/default/harness/opconform list --markdown "
          "docs/reference.md";
 }
 

@@ -3,7 +3,7 @@
 // samples. No per-op silencing: only the tolerance overrides declared beside the ops apply.
 //
 // Samples per (op, dtype): OPCONFORM_REFERENCE_SAMPLES (default 50, the CI count; 10 under ASan). The seed is
-// fixed per (op, dtype) (self_check_spec) so CI is reproducible; OPCONFORM_SEED picks another.
+// fixed per (op, dtype) (case_spec) so CI is reproducible; OPCONFORM_SEED picks another.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -16,7 +16,7 @@
 #include "opconform/conformance/check.h"
 #include "opconform/conformance/opcheck.h"
 #include "opconform/reference.h"
-#include "opconform/reference/self_check.h"
+#include "opconform/reference/case_spec.h"
 #include "support/reference_test_support.h"
 
 namespace opconform::reference {
@@ -74,7 +74,7 @@ TEST_P(ReferenceConformance, PassesEveryCheck) {
   const Case& c = GetParam();
   Registry& registry = testing::registry();
   OperatorHandle op = registry.get(c.op);
-  GenerateSpec spec = self_check_spec(c.op, c.dtype, sample_count());
+  GenerateSpec spec = case_spec(c.op, c.dtype, sample_count());
   OpcheckOptions options;
   options.test_utils = check_names();
   OpcheckResults results = opcheck(op, spec, options, registry);

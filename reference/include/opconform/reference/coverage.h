@@ -1,6 +1,6 @@
 // Coverage of PyTorch's Core ATen opset by the reference registry: which operators of the opset
 // (reference/data/core_aten_opset.tsv, the overloads PyTorch tags 'core') are implemented, and
-// with which parts. docs/reference.md is generated from it (opconform_reference_list --markdown).
+// with which parts. docs/reference.md is generated from it (opconform list --markdown).
 #pragma once
 
 #include <string>

@@ -1,0 +1,18 @@
+// The generation spec of one conformance case of a reference operator (op x dtype): what
+// `opconform run` / `check` and the reference's own conformance test draw samples from.
+//
+// The seed of each (op, dtype) is fixed (FNV-1a of both), so runs repeat; OPCONFORM_SEED (or the
+// CLI's --seed) picks another for every case.
+#pragma once
+#include <string>
+
+#include "opconform/conformance/generate.h"
+#include "opconform/core/dtype.h"
+
+namespace opconform::reference {
+
+// `samples` samples of `dtype` whose floating inputs require grad (so gradcheck runs), with the
+// case's fixed seed.
+conformance::GenerateSpec case_spec(const std::string& op, DType dtype, int samples);
+
+}  // namespace opconform::reference

@@ -1,0 +1,17 @@
+#include "opconform/reference/case_spec.h"
+
+namespace opconform::reference {
+
+conformance::GenerateSpec case_spec(const std::string& op, DType dtype, int samples) {
+  conformance::GenerateSpec spec;
+  spec.count = samples;
+  spec.dtypes = {dtype};
+  // FNV-1a of "op/dtype": the same seed with every standard library (std::hash is not).
+  uint64_t h = 14695981039346656037ull;
+  for (char c : op + "/" + std::string(name(dtype))) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  spec.seed = h | 1;
+  spec.requires_grad = true;
+  return spec;
+}
+
+}  // namespace opconform::reference
