@@ -808,9 +808,15 @@ class ReferenceAgreement final : public Check {
     }
     const auto& args = ctx.sample.args;
     const std::string sample = describe(args, arg_names(ctx.op));
-    auto seen_with_arguments = [&](const OperatorHandle& op) {
+    // The reference runs on the CPU: a library's CUDA (or vendor device) results are compared
+    // with the reference's on CPU copies of the same inputs.
+    auto seen_with_arguments = [&](const OperatorHandle& op, bool on_cpu) {
       Run r;
       Stack inputs = clone_args(args);
+      if (on_cpu) {
+        for (auto& v : inputs)
+          v = map_tensors(v, [](const Tensor& t) { return t.defined() ? t.to(Device::cpu()) : t; });
+      }
       try {
         Stack returns = call(op, inputs);
         r.seen = observables(op, inputs, returns);
@@ -823,8 +829,8 @@ class ReferenceAgreement final : public Check {
       }
       return r;
     };
-    Run expected = seen_with_arguments(*expected_op);
-    Run actual = seen_with_arguments(ctx.op);
+    Run expected = seen_with_arguments(*expected_op, true);
+    Run actual = seen_with_arguments(ctx.op, false);
     if (actual.error && actual.error->code() == ErrorCode::kNotImplemented && !expected.error) {
       return make_result(name(), Outcome::unsupported,
                          concat("'", ctx.op.name(), "' is not implemented for this sample: ", actual.error->what()));

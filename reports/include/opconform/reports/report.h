@@ -26,6 +26,7 @@ struct CaseResult {
 
   // The identity of a result across runs (diff, merge): op, check, device, dtype.
   std::string key() const;
+  bool operator==(const CaseResult&) const = default;
 };
 
 struct RunInfo {
@@ -38,6 +39,7 @@ struct RunInfo {
   uint64_t seed = 0;                // 0: each case's fixed seed
   int samples = 0;                  // generated samples per case and check
   std::string shard;                // "2/4", or "" when the run was not sharded (merge: "merged")
+  bool operator==(const RunInfo&) const = default;
 };
 
 struct Report {
@@ -48,6 +50,8 @@ struct Report {
 
   // Counts per outcome.
   size_t count(Outcome o) const;
+  // Field by field (a report read back from JSON equals the one written).
+  bool operator==(const Report&) const = default;
 };
 
 // The outcomes that make a run fail by default (--fail-on): failed, crashed, timed_out.

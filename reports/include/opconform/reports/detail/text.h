@@ -20,6 +20,10 @@ int severity(Outcome o);
 // `s` with each invalid UTF-8 sequence replaced by U+FFFD: kernel messages may hold any bytes,
 // and JSON, XML and HTML all require valid UTF-8.
 std::string valid_utf8(std::string_view s);
+// valid_utf8(s) with control characters other than newline and tab written as visible text
+// ("\x1b"): XML cannot hold them at all, and in a terminal, Markdown or a page they would act
+// (an ANSI escape recolouring the console) or vanish instead of showing what the message held.
+std::string visible_text(std::string_view s);
 // `seconds` with `decimals` digits after the point, independent of the C locale ("12.345").
 std::string fixed(double seconds, int decimals);
 // The first line of `s` (everything before the first '\n').

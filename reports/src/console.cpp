@@ -1,0 +1,195 @@
+// Console output of a run (console.h).
+#include "opconform/reports/console.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+
+#include "opconform/reports/detail/text.h"
+
+namespace opconform::reports {
+namespace {
+
+const char* color_of(Outcome o) {
+  switch (o) {
+    case Outcome::passed: return "\x1b[32m";
+    case Outcome::failed: return "\x1b[1;31m";
+    case Outcome::skipped: return "\x1b[2m";
+    case Outcome::unsupported: return "\x1b[36m";
+    case Outcome::crashed: return "\x1b[1;35m";
+    case Outcome::timed_out: return "\x1b[35m";
+    case Outcome::mistrusted: return "\x1b[33m";
+  }
+  return "";
+}
+constexpr const char* kRed = "\x1b[1;31m";
+constexpr const char* kReset = "\x1b[0m";
+
+std::string paint(const std::string& text, const char* color, bool enabled) {
+  return enabled ? color + text + kReset : text;
+}
+
+// "FAILED     ": the outcome in capitals, padded to the longest name so that names line up.
+std::string label(Outcome o) {
+  std::string s(conformance::to_string(o));
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  s.resize(std::max<size_t>(s.size(), 11), ' ');
+  return s;
+}
+
+// "0:38", "1:02:03".
+std::string clock_time(double seconds) {
+  const auto total = static_cast<long long>(seconds + 0.5);
+  const long long h = total / 3600, m = total / 60 % 60, s = total % 60;
+  char buffer[48];
+  if (h > 0) {
+    std::snprintf(buffer, sizeof buffer, "%lld:%02lld:%02lld", h, m, s);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%lld:%02lld", m, s);
+  }
+  return buffer;
+}
+
+// Columns the text takes on a terminal: ANSI sequences take none, a UTF-8 sequence one.
+size_t visible_width(std::string_view s) {
+  size_t width = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\x1b') {
+      while (i < s.size() && s[i] != 'm') ++i;
+    } else if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      ++width;
+    }
+  }
+  return width;
+}
+
+// The terminal's width, or 0 when it cannot be known (a file, a pipe).
+size_t terminal_columns(std::FILE* out) {
+  winsize size{};
+  if (::ioctl(::fileno(out), TIOCGWINSZ, &size) != 0) return 0;
+  return size.ws_col;
+}
+
+}  // namespace
+
+ConsoleOptions console_options_for(std::FILE* stream) {
+  ConsoleOptions options;
+  options.terminal = ::isatty(::fileno(stream)) == 1;
+  const char* no_color = std::getenv("NO_COLOR");
+  options.color = options.terminal && (no_color == nullptr || no_color[0] == '\0');
+  return options;
+}
+
+ConsoleListener::ConsoleListener(std::FILE* out, ConsoleOptions options)
+    : ConsoleListener(out, options, [] { return std::chrono::steady_clock::now(); }) {}
+
+ConsoleListener::ConsoleListener(std::FILE* out, ConsoleOptions options, Clock clock)
+    : out_(out), options_(options), clock_(std::move(clock)), start_(clock_()) {}
+
+void ConsoleListener::on_run_start(const RunInfo& info, size_t total_cases) {
+  start_ = clock_();
+  failures_ = 0;
+  last_line_percent_ = 0;
+  if (options_.quiet) return;
+  std::string line = "Checking " + detail::visible_text(info.library);
+  if (!info.against.empty()) line += " against " + detail::visible_text(info.against);
+  line += ": " + std::to_string(total_cases) + (total_cases == 1 ? " case" : " cases");
+  if (info.samples > 0) line += ", " + std::to_string(info.samples) + " samples each";
+  if (!info.shard.empty()) line += " (shard " + detail::visible_text(info.shard) + ")";
+  std::fprintf(out_, "%s\n", line.c_str());
+  std::fflush(out_);
+}
+
+std::string ConsoleListener::progress(size_t done, size_t total, const std::vector<CaseResult>& results) const {
+  const double elapsed = std::chrono::duration<double>(clock_() - start_).count();
+  const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
+  const std::string total_text = std::to_string(total);
+  std::string done_text = std::to_string(done);
+  done_text.insert(0, total_text.size() > done_text.size() ? total_text.size() - done_text.size() : 0, ' ');
+  std::string line = "[" + done_text + "/" + total_text + "] " + std::to_string(total == 0 ? 100 : done * 100 / total) + "%  ";
+  line += paint(std::to_string(failures_) + " failing", kRed, options_.color && failures_ > 0);
+  line += "  " + detail::fixed(rate, 1) + " cases/s  ETA ";
+  line += rate > 0 ? clock_time(static_cast<double>(total - std::min(done, total)) / rate) : std::string("-:--");
+  if (!results.empty()) {
+    line += "  " + detail::visible_text(results.front().op);
+    if (!results.front().dtype.empty()) line += " " + detail::visible_text(results.front().dtype);
+  }
+  return line;
+}
+
+void ConsoleListener::clear_progress() {
+  if (drawn_width_ == 0) return;
+  std::fprintf(out_, "\r%s\r", std::string(drawn_width_, ' ').c_str());
+  drawn_width_ = 0;
+}
+
+void ConsoleListener::draw_progress(const std::string& text) {
+  std::string line = text;
+  // A line longer than the terminal wraps, and \r then only returns to the wrapped part: cut it.
+  // Only the op name at the end can be long, and it has no colour codes to cut through.
+  if (const size_t columns = terminal_columns(out_); columns > 1) {
+    while (visible_width(line) > columns - 1) {
+      // Whole code points: continuation bytes, then the lead byte.
+      while (!line.empty() && (static_cast<unsigned char>(line.back()) & 0xC0) == 0x80) line.pop_back();
+      if (!line.empty()) line.pop_back();
+    }
+  }
+  const size_t width = visible_width(line);
+  // Spaces over what is left of a longer previous line.
+  const std::string padding(drawn_width_ > width ? drawn_width_ - width : 0, ' ');
+  std::fprintf(out_, "\r%s%s", line.c_str(), padding.c_str());
+  drawn_width_ = width;
+}
+
+void ConsoleListener::on_case_done(const std::vector<CaseResult>& results, size_t done, size_t total) {
+  const auto fail_on = default_fail_on();
+  for (const CaseResult& r : results) {
+    if (std::find(fail_on.begin(), fail_on.end(), r.outcome) != fail_on.end()) ++failures_;
+  }
+  if (options_.quiet) return;
+  bool printed = false;
+  for (const CaseResult& r : results) {
+    if (detail::is_ok(r.outcome)) continue;
+    if (!printed && options_.terminal) clear_progress();
+    printed = true;
+    std::string line = paint(label(r.outcome), color_of(r.outcome), options_.color) + " " +
+                       detail::visible_text(r.op) + " " + detail::visible_text(detail::where(r));
+    if (!r.message.empty()) line += ": " + detail::visible_text(detail::first_line(r.message));
+    std::fprintf(out_, "%s\n", line.c_str());
+    if (!r.repro.empty()) std::fprintf(out_, "            repro: %s\n", detail::visible_text(r.repro).c_str());
+  }
+  if (options_.terminal) {
+    draw_progress(progress(done, total, results));
+  } else if (total > 0) {
+    // A plain line each time another tenth of the cases is done.
+    const size_t percent = std::min(done, total) * 10 / total * 10;
+    if (percent > last_line_percent_) {
+      last_line_percent_ = percent;
+      std::fprintf(out_, "%s\n", progress(done, total, results).c_str());
+    }
+  }
+  std::fflush(out_);
+}
+
+void ConsoleListener::on_run_end(const Report& report) {
+  // The last progress line stays, with the run's final rate.
+  if (drawn_width_ > 0) std::fputs("\n", out_);
+  drawn_width_ = 0;
+  std::string counts;
+  for (Outcome o : detail::all_outcomes()) {
+    const size_t n = report.count(o);
+    if (!counts.empty()) counts += ", ";
+    counts += paint(std::to_string(n) + " " + std::string(conformance::to_string(o)), color_of(o), options_.color && n > 0);
+  }
+  std::fprintf(out_, "%zu results in %s s: %s\n", report.results.size(), detail::fixed(report.seconds, 1).c_str(),
+               counts.c_str());
+  const bool failed = fails(report, default_fail_on());
+  std::fprintf(out_, "%s\n",
+               failed ? paint("FAIL", kRed, options_.color).c_str() : paint("PASS", color_of(Outcome::passed), options_.color).c_str());
+  std::fflush(out_);
+}
+
+}  // namespace opconform::reports

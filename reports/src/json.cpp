@@ -1,0 +1,177 @@
+// The stored form of a report (writers.h: to_json, report_from_json); the schema is
+// reports/schema/report.schema.json. Keys are written in a fixed order, doubles in the shortest
+// form that reads back to the same value, so the same report always gives the same bytes.
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "opconform/core/error.h"
+#include "opconform/reports/detail/text.h"
+#include "opconform/reports/writers.h"
+
+namespace opconform::reports {
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+using Json = nlohmann::json;
+
+// A time is never NaN or infinite when measured; JSON has no such numbers (nlohmann would write
+// null, which would not read back), so one that arrives anyway is stored as 0.
+double finite_or_zero(double v) { return std::isfinite(v) ? v : 0.0; }
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw Error(ErrorCode::kInvalidArgument, "report JSON: " + (path.empty() ? what : path + ": " + what));
+}
+
+std::string type_name(const Json& j) {
+  if (j.is_number()) return "a number";
+  if (j.is_null()) return "null";
+  std::string name = j.type_name();
+  return (name == "object" || name == "array" ? "an " : "a ") + name;
+}
+
+// Field readers: each names the path of what is wrong ("results[3].outcome").
+const Json& field(const Json& object, const char* key, const std::string& path) {
+  auto it = object.find(key);
+  if (it == object.end()) fail(path, std::string("missing field '") + key + "'");
+  return *it;
+}
+
+std::string join(const std::string& path, const char* key) { return path.empty() ? key : path + "." + key; }
+
+const Json& object_field(const Json& object, const char* key, const std::string& path) {
+  const Json& j = field(object, key, path);
+  if (!j.is_object()) fail(join(path, key), "expected an object, got " + type_name(j));
+  return j;
+}
+
+std::string string_field(const Json& object, const char* key, const std::string& path) {
+  const Json& j = field(object, key, path);
+  if (!j.is_string()) fail(join(path, key), "expected a string, got " + type_name(j));
+  return j.get<std::string>();
+}
+
+double number_field(const Json& object, const char* key, const std::string& path) {
+  const Json& j = field(object, key, path);
+  if (!j.is_number()) fail(join(path, key), "expected a number, got " + type_name(j));
+  return j.get<double>();
+}
+
+uint64_t unsigned_field(const Json& object, const char* key, const std::string& path, uint64_t max) {
+  const Json& j = field(object, key, path);
+  // nlohmann reads every integer >= 0 as number_unsigned; a negative one is number_integer.
+  if (!j.is_number_unsigned()) fail(join(path, key), "expected an integer >= 0, got " + (j.is_number() ? j.dump() : type_name(j)));
+  const auto v = j.get<uint64_t>();
+  if (v > max) fail(join(path, key), "value " + std::to_string(v) + " is too large (at most " + std::to_string(max) + ")");
+  return v;
+}
+
+RunInfo read_info(const Json& j, const std::string& path) {
+  RunInfo info;
+  info.tool_version = string_field(j, "tool_version", path);
+  info.library = string_field(j, "library", path);
+  info.library_path = string_field(j, "library_path", path);
+  info.against = string_field(j, "against", path);
+  info.command = string_field(j, "command", path);
+  info.started_at = string_field(j, "started_at", path);
+  info.seed = unsigned_field(j, "seed", path, std::numeric_limits<uint64_t>::max());
+  info.samples = static_cast<int>(unsigned_field(j, "samples", path, std::numeric_limits<int>::max()));
+  info.shard = string_field(j, "shard", path);
+  return info;
+}
+
+CaseResult read_result(const Json& j, const std::string& path) {
+  if (!j.is_object()) fail(path, "expected an object, got " + type_name(j));
+  CaseResult r;
+  r.op = string_field(j, "op", path);
+  r.check = string_field(j, "check", path);
+  r.device = string_field(j, "device", path);
+  r.dtype = string_field(j, "dtype", path);
+  const std::string outcome = string_field(j, "outcome", path);
+  try {
+    r.outcome = parse_outcome(outcome);
+  } catch (const Error& e) {
+    fail(path + ".outcome", e.message());
+  }
+  r.message = string_field(j, "message", path);
+  r.repro = string_field(j, "repro", path);
+  const Json& minimal = field(j, "minimal_input", path);
+  if (minimal.is_string()) {
+    r.minimal_input = minimal.get<std::string>();
+  } else if (!minimal.is_null()) {
+    fail(path + ".minimal_input", "expected a string or null, got " + type_name(minimal));
+  }
+  r.seconds = number_field(j, "seconds", path);
+  return r;
+}
+
+}  // namespace
+
+std::string to_json(const Report& report) {
+  const RunInfo& i = report.info;
+  OrderedJson info = {{"tool_version", i.tool_version}, {"library", i.library}, {"library_path", i.library_path},
+                      {"against", i.against},           {"command", i.command}, {"started_at", i.started_at},
+                      {"seed", i.seed},                 {"samples", i.samples}, {"shard", i.shard}};
+  OrderedJson summary = OrderedJson::object();
+  for (Outcome o : detail::all_outcomes()) summary[std::string(conformance::to_string(o))] = report.count(o);
+  OrderedJson results = OrderedJson::array();
+  for (const CaseResult& r : report.results) {
+    results.push_back({{"op", r.op},
+                       {"check", r.check},
+                       {"device", r.device},
+                       {"dtype", r.dtype},
+                       {"outcome", conformance::to_string(r.outcome)},
+                       {"message", r.message},
+                       {"repro", r.repro},
+                       {"minimal_input", r.minimal_input ? OrderedJson(*r.minimal_input) : OrderedJson(nullptr)},
+                       {"seconds", finite_or_zero(r.seconds)}});
+  }
+  OrderedJson doc = {{"schema_version", Report::kSchemaVersion},
+                     {"info", std::move(info)},
+                     {"seconds", finite_or_zero(report.seconds)},
+                     {"summary", std::move(summary)},
+                     {"results", std::move(results)}};
+  // Invalid UTF-8 (a kernel's message may hold any bytes) becomes U+FFFD rather than an exception.
+  return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+Report report_from_json(std::string_view text) {
+  Json doc;
+  try {
+    doc = Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    // e.what() starts with "[json.exception.parse_error.101] "; the rest says where and what.
+    std::string what = e.what();
+    if (auto close = what.find("] "); close != std::string::npos) what = what.substr(close + 2);
+    fail("", "not valid JSON: " + what);
+  }
+  if (!doc.is_object()) fail("", "expected an object at the top level, got " + type_name(doc));
+
+  const Json& version = field(doc, "schema_version", "");
+  if (!version.is_number_integer() || version.get<int64_t>() != Report::kSchemaVersion) {
+    fail("schema_version", "this opconform reads schema version " + std::to_string(Report::kSchemaVersion) +
+                               ", the file has " + version.dump());
+  }
+  Report report;
+  report.info = read_info(object_field(doc, "info", ""), "info");
+  report.seconds = number_field(doc, "seconds", "");
+  const Json& results = field(doc, "results", "");
+  if (!results.is_array()) fail("results", "expected an array, got " + type_name(results));
+  for (size_t k = 0; k < results.size(); ++k) {
+    report.results.push_back(read_result(results[k], "results[" + std::to_string(k) + "]"));
+  }
+  // The summary is derived from the results; one that disagrees means the file was edited or
+  // cut, and the results cannot be trusted to be complete.
+  const Json& summary = object_field(doc, "summary", "");
+  for (Outcome o : detail::all_outcomes()) {
+    const std::string name(conformance::to_string(o));
+    const uint64_t said = unsigned_field(summary, name.c_str(), "summary", std::numeric_limits<uint64_t>::max());
+    if (said != report.count(o)) {
+      fail("summary." + name, "says " + std::to_string(said) + " but the results hold " +
+                                  std::to_string(report.count(o)) + " (an edited or incomplete file)");
+    }
+  }
+  return report;
+}
+
+}  // namespace opconform::reports

@@ -1,0 +1,137 @@
+// The result model (report.h) and the helpers every writer shares (detail/text.h).
+#include "opconform/reports/report.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "opconform/core/error.h"
+#include "opconform/reports/detail/text.h"
+
+namespace opconform::reports {
+
+std::string CaseResult::key() const { return op + " " + detail::where(*this); }
+
+size_t Report::count(Outcome o) const {
+  return static_cast<size_t>(std::count_if(results.begin(), results.end(), [o](const CaseResult& r) { return r.outcome == o; }));
+}
+
+std::vector<Outcome> default_fail_on() { return {Outcome::failed, Outcome::crashed, Outcome::timed_out}; }
+
+bool fails(const Report& report, const std::vector<Outcome>& fail_on) {
+  return std::any_of(report.results.begin(), report.results.end(), [&](const CaseResult& r) {
+    return std::find(fail_on.begin(), fail_on.end(), r.outcome) != fail_on.end();
+  });
+}
+
+Outcome parse_outcome(std::string_view name) {
+  for (Outcome o : detail::all_outcomes()) {
+    if (conformance::to_string(o) == name) return o;
+  }
+  std::string known;
+  for (Outcome o : detail::all_outcomes()) {
+    if (!known.empty()) known += ", ";
+    known += conformance::to_string(o);
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              ::opconform::detail::concat("unknown outcome '", name, "' (known: ", known, ")"));
+}
+
+namespace detail {
+
+const std::vector<Outcome>& all_outcomes() {
+  static const std::vector<Outcome> outcomes = {Outcome::passed,      Outcome::failed,  Outcome::skipped,
+                                                Outcome::unsupported, Outcome::crashed, Outcome::timed_out,
+                                                Outcome::mistrusted};
+  return outcomes;
+}
+
+bool is_ok(Outcome o) { return o == Outcome::passed || o == Outcome::skipped; }
+
+int severity(Outcome o) {
+  switch (o) {
+    case Outcome::skipped: return 0;
+    case Outcome::passed: return 1;
+    case Outcome::unsupported: return 2;
+    case Outcome::mistrusted: return 3;
+    case Outcome::timed_out: return 4;
+    case Outcome::crashed: return 5;
+    case Outcome::failed: return 6;
+  }
+  return 6;
+}
+
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len = 0;
+    uint32_t min = 0;  // the smallest code point of this length: longer (overlong) forms are invalid
+    if (c < 0x80) {
+      out += s[i++];
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2, min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, min = 0x10000;
+    }
+    bool valid = len != 0 && i + len <= s.size();
+    uint32_t cp = len == 0 ? 0 : c & (0x7F >> len);
+    for (size_t k = 1; valid && k < len; ++k) {
+      const auto cont = static_cast<unsigned char>(s[i + k]);
+      valid = (cont & 0xC0) == 0x80;
+      cp = (cp << 6) | (cont & 0x3F);
+    }
+    valid = valid && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (valid) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD for the one bad byte; decoding resumes after it
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::string visible_text(std::string_view s) {
+  std::string out;
+  for (char c : valid_utf8(s)) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7F) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xF];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string fixed(double seconds, int decimals) {
+  // A time is never NaN or infinite when measured; if one arrives anyway, 0 keeps every format valid.
+  if (!std::isfinite(seconds)) seconds = 0;
+  char buffer[512];  // fixed notation of 1e308 needs 309 digits
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, seconds, std::chars_format::fixed, decimals);
+  if (ec != std::errc()) return "0";
+  return std::string(buffer, end);
+}
+
+std::string_view first_line(std::string_view s) { return s.substr(0, s.find('\n')); }
+
+std::string where(const CaseResult& r) {
+  std::string out = r.check;
+  if (r.device.empty() && r.dtype.empty()) return out;
+  out += " [" + r.device;
+  if (!r.dtype.empty()) out += ", " + r.dtype;
+  return out + "]";
+}
+
+}  // namespace detail
+}  // namespace opconform::reports

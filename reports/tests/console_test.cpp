@@ -1,0 +1,155 @@
+// Console output (ConsoleListener) on a file and on a terminal, with a fake clock so that the
+// rate and ETA are the same on every run; console_options_for on a pseudo-terminal.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <pty.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "opconform/reports/console.h"
+#include "support/golden.h"
+#include "support/sample_report.h"
+
+namespace opconform::reports {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::sample_report;
+using namespace std::chrono_literals;
+
+// The sample's results as the harness reports them: one call per case (op x device x dtype).
+std::vector<std::vector<CaseResult>> cases_of(const Report& report) {
+  std::vector<std::vector<CaseResult>> cases;
+  for (const CaseResult& r : report.results) {
+    if (cases.empty() || cases.back().front().op != r.op || cases.back().front().device != r.device ||
+        cases.back().front().dtype != r.dtype) {
+      cases.emplace_back();
+    }
+    cases.back().push_back(r);
+  }
+  return cases;
+}
+
+// Runs the sample through a ConsoleListener writing to a temporary file, 1.25 s per case on the
+// fake clock, and returns what was written.
+std::string console_output(ConsoleOptions options) {
+  std::FILE* file = std::tmpfile();
+  EXPECT_NE(file, nullptr);
+  auto now = std::chrono::steady_clock::time_point{} + 100s;
+  ConsoleListener listener(file, options, [&now] { return now; });
+  const Report report = sample_report();
+  const auto cases = cases_of(report);
+  listener.on_run_start(report.info, cases.size());
+  for (size_t k = 0; k < cases.size(); ++k) {
+    now += 1250ms;
+    listener.on_case_done(cases[k], k + 1, cases.size());
+  }
+  listener.on_run_end(report);
+  std::fflush(file);
+  std::rewind(file);
+  std::string text;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, file)) > 0;) text.append(buffer, n);
+  std::fclose(file);
+  return text;
+}
+
+TEST(ReportsConsole, PlainOutputMatchesGolden) {
+  const std::string text = console_output({.terminal = false, .color = false});
+  testing::expect_golden("console_plain.txt", text);
+  EXPECT_THAT(text, Not(HasSubstr("\r")));
+  EXPECT_THAT(text, Not(HasSubstr("\x1b[")));
+}
+
+TEST(ReportsConsole, TerminalOutputMatchesGolden) {
+  const std::string text = console_output({.terminal = true, .color = true});
+  testing::expect_golden("console_terminal.txt", text);
+  EXPECT_THAT(text, HasSubstr("\n\r[ 1/10] 10%  \x1b[1;31m1 failing\x1b[0m  0.8 cases/s  ETA 0:11  aten::add.Tensor float32"
+                               "\r[ 2/10] 20%"));
+  EXPECT_THAT(text, HasSubstr("\x1b[1;31mFAILED     \x1b[0m aten::add.Tensor gradcheck [cpu, float32]"));
+}
+
+TEST(ReportsConsole, PlainOutputNamesEachResultNotOkAndEveryTenthOfTheRun) {
+  const std::string text = console_output({});
+  EXPECT_THAT(text, HasSubstr("Checking vendor-ops 2.3 <beta> & \"friends\" against reference: 10 cases, 50 samples each\n"));
+  EXPECT_THAT(text, HasSubstr("CRASHED     aten::index_put determinism [cpu, int64]: the worker died of signal 11"));
+  EXPECT_THAT(text, HasSubstr("            repro: opconform repro --library"));
+  EXPECT_THAT(text, HasSubstr("[ 5/10] 50%  1 failing  0.8 cases/s  ETA 0:06"));
+  EXPECT_THAT(text, Not(HasSubstr("SKIPPED")));  // skipped is ok
+  EXPECT_THAT(text, HasSubstr("12 results in 12.5 s: 4 passed, 3 failed, 1 skipped, 1 unsupported, 1 crashed, "
+                              "1 timed_out, 1 mistrusted\nFAIL\n"));
+}
+
+TEST(ReportsConsole, QuietShowsOnlyTheSummary) {
+  const std::string text = console_output({.terminal = true, .color = false, .quiet = true});
+  EXPECT_EQ(text, "12 results in 12.5 s: 4 passed, 3 failed, 1 skipped, 1 unsupported, 1 crashed, "
+                  "1 timed_out, 1 mistrusted\nFAIL\n");
+}
+
+TEST(ReportsConsole, APassingRunSaysPass) {
+  std::FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  ConsoleListener listener(file, {});
+  Report report;
+  report.results = {testing::result("op", "c", "cpu", "float32", Outcome::passed)};
+  listener.on_run_start(report.info, 0);
+  listener.on_run_end(report);
+  std::rewind(file);
+  char buffer[256] = {};
+  std::fread(buffer, 1, sizeof buffer - 1, file);
+  std::fclose(file);
+  EXPECT_THAT(buffer, HasSubstr("1 results in 0.0 s: 1 passed, 0 failed"));
+  EXPECT_THAT(buffer, HasSubstr("\nPASS\n"));
+}
+
+// Sets or unsets an environment variable for the scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? ::setenv(name, value, 1) : ::unsetenv(name);
+  }
+  ~ScopedEnv() { old_ ? ::setenv(name_, old_->c_str(), 1) : ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(ReportsConsoleOptionsFor, TerminalAndColourOnlyOnATerminalWithoutNoColor) {
+  std::FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  {
+    ScopedEnv env("NO_COLOR", nullptr);
+    const ConsoleOptions options = console_options_for(file);
+    EXPECT_FALSE(options.terminal);
+    EXPECT_FALSE(options.color);
+  }
+  std::fclose(file);
+
+  int leader = -1, follower = -1;
+  ASSERT_EQ(::openpty(&leader, &follower, nullptr, nullptr, nullptr), 0);
+  std::FILE* tty = ::fdopen(follower, "w");
+  ASSERT_NE(tty, nullptr);
+  {
+    ScopedEnv env("NO_COLOR", nullptr);
+    EXPECT_TRUE(console_options_for(tty).terminal);
+    EXPECT_TRUE(console_options_for(tty).color);
+  }
+  {
+    ScopedEnv env("NO_COLOR", "");  // set but empty: no-color.org says colour stays on
+    EXPECT_TRUE(console_options_for(tty).color);
+  }
+  {
+    ScopedEnv env("NO_COLOR", "1");
+    EXPECT_TRUE(console_options_for(tty).terminal);
+    EXPECT_FALSE(console_options_for(tty).color);
+  }
+  std::fclose(tty);
+  ::close(leader);
+}
+
+}  // namespace
+}  // namespace opconform::reports

@@ -1,0 +1,132 @@
+// JUnit XML (to_junit): the golden, and that the output is well-formed XML 1.0 whatever the
+// report holds.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "opconform/reports/detail/text.h"
+#include "opconform/reports/writers.h"
+#include "support/golden.h"
+#include "support/sample_report.h"
+
+namespace opconform::reports {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::sample_report;
+
+// A small XML 1.0 well-formedness check, enough for what to_junit writes (no DTD, comments,
+// CDATA or processing instructions other than the declaration): tags balance with one root,
+// attribute values are quoted, '<' and '&' appear only as markup or valid references, no
+// character XML forbids, valid UTF-8. Returns "" or what is wrong.
+std::string xml_problem(const std::string& xml) {
+  if (detail::valid_utf8(xml) != xml) return "invalid UTF-8";
+  for (char c : xml) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 && c != '\t' && c != '\n' && c != '\r') return "control character " + std::to_string(u);
+  }
+  const std::string declaration = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  if (xml.rfind(declaration, 0) != 0) return "no XML declaration";
+  static const std::regex reference("&(amp|lt|gt|quot|apos|#[0-9]+|#x[0-9a-fA-F]+);");
+  auto check_text = [](const std::string& text) -> std::string {
+    if (text.find('<') != std::string::npos) return "'<' in text: " + text;
+    for (size_t at = text.find('&'); at != std::string::npos; at = text.find('&', at + 1)) {
+      std::smatch m;
+      const std::string rest = text.substr(at, 12);
+      if (!std::regex_search(rest, m, reference) || m.position(0) != 0) return "bad reference in: " + text;
+    }
+    return "";
+  };
+  std::vector<std::string> open;
+  int roots = 0;
+  size_t i = declaration.size();
+  while (i < xml.size()) {
+    if (xml[i] != '<') {
+      const size_t end = std::min(xml.find('<', i), xml.size());
+      const std::string text = xml.substr(i, end - i);
+      if (open.empty() && text.find_first_not_of(" \n") != std::string::npos) return "text outside the root";
+      if (auto p = check_text(text); !p.empty()) return p;
+      i = end;
+      continue;
+    }
+    const size_t end = xml.find('>', i);
+    if (end == std::string::npos) return "unterminated tag";
+    std::string tag = xml.substr(i + 1, end - i - 1);
+    i = end + 1;
+    if (tag.starts_with("/")) {
+      if (open.empty() || open.back() != tag.substr(1)) return "mismatched </" + tag.substr(1) + ">";
+      open.pop_back();
+      continue;
+    }
+    const bool empty = tag.ends_with("/");
+    if (empty) tag.pop_back();
+    static const std::regex element(R"(^([A-Za-z_][\w.-]*)((\s+[A-Za-z_][\w.-]*="[^"<]*")*)\s*$)");
+    std::smatch m;
+    if (!std::regex_match(tag, m, element)) return "malformed tag <" + tag + ">";
+    static const std::regex value("=\"([^\"]*)\"");
+    const std::string attributes = m[2];
+    for (auto it = std::sregex_iterator(attributes.begin(), attributes.end(), value); it != std::sregex_iterator(); ++it) {
+      if (auto p = check_text((*it)[1]); !p.empty()) return p;
+    }
+    if (open.empty() && ++roots > 1) return "more than one root";
+    if (!empty) open.push_back(m[1]);
+  }
+  return open.empty() ? "" : "unclosed <" + open.back() + ">";
+}
+
+TEST(ReportsJunit, MatchesGolden) { testing::expect_golden("report.junit.xml", to_junit(sample_report())); }
+
+TEST(ReportsJunit, IsWellFormedXml) {
+  EXPECT_EQ(xml_problem(to_junit(sample_report())), "");
+  EXPECT_EQ(xml_problem(to_junit(Report{})), "");
+  // The checker itself catches what it is there for.
+  EXPECT_NE(xml_problem("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<a>x & y</a>"), "");
+  EXPECT_NE(xml_problem("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<a b=\"<\"/>"), "");
+  EXPECT_NE(xml_problem("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<a><b></a></b>"), "");
+  EXPECT_NE(xml_problem("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<a>\x1b</a>"), "");
+}
+
+TEST(ReportsJunit, CountsPerSuiteAndInTotal) {
+  const std::string xml = to_junit(sample_report());
+  EXPECT_THAT(xml, HasSubstr("<testsuites name=\"opconform vendor-ops 2.3 &lt;beta&gt; &amp; &quot;friends&quot;\" "
+                             "tests=\"12\" failures=\"4\" errors=\"2\" skipped=\"2\" time=\"12.500\">"));
+  EXPECT_THAT(xml, HasSubstr("<testsuite name=\"aten::add.Tensor\" tests=\"4\" failures=\"1\" errors=\"0\" skipped=\"1\" "
+                             "time=\"0.762\" timestamp=\"2026-12-01T03:04:05Z\">"));
+  EXPECT_THAT(xml, HasSubstr("<testcase name=\"gradcheck[cpu,float32]\" classname=\"aten::add.Tensor\" time=\"0.500\">"));
+  EXPECT_THAT(xml, HasSubstr("<testcase name=\"load\" classname=\"vendor::broken\""));
+}
+
+TEST(ReportsJunit, EscapesEverythingXmlCannotHoldAsIs) {
+  const std::string xml = to_junit(sample_report());
+  EXPECT_THAT(xml, HasSubstr("classname=\"vendor::fused&lt;&amp;&quot;|&apos;&gt;.out\""));
+  // In an attribute a newline is a reference (else the parser turns it into a space); a tab too.
+  EXPECT_THAT(xml, HasSubstr("message=\"output | shape &lt;2, 3&gt; differs &amp; &quot;quoted&quot; &apos;single&apos;\""));
+  // In text: the message whole, the escape character visible, the script tag inert.
+  EXPECT_THAT(xml, HasSubstr("\n\tsecond line: \xC3\xA9"));
+  EXPECT_THAT(xml, HasSubstr("\\x1b[31m &lt;/script&gt;"));
+  EXPECT_THAT(xml, Not(HasSubstr("\x1b")));
+  Report r;
+  r.results = {testing::result("op", "c", "cpu", "f", Outcome::failed, "a\nb\tc\rd\x01 \xFF")};
+  const std::string small = to_junit(r);
+  EXPECT_THAT(small, HasSubstr("message=\"a\""));
+  EXPECT_THAT(small, HasSubstr(">a\nb\tc\\x0dd\\x01 \xEF\xBF\xBD</failure>"));
+  EXPECT_EQ(xml_problem(small), "");
+}
+
+TEST(ReportsJunit, MapsOutcomesToElements) {
+  const std::string xml = to_junit(sample_report());
+  EXPECT_THAT(xml, HasSubstr("<failure type=\"failed\""));
+  EXPECT_THAT(xml, HasSubstr("<failure type=\"mistrusted\""));
+  EXPECT_THAT(xml, HasSubstr("<error type=\"crashed\""));
+  EXPECT_THAT(xml, HasSubstr("<error type=\"timed_out\""));
+  EXPECT_THAT(xml, HasSubstr("<skipped message=\"skipped: gradcheck needs"));
+  EXPECT_THAT(xml, HasSubstr("<skipped message=\"unsupported: no kernel"));
+  // The body says how to replay it.
+  EXPECT_THAT(xml, HasSubstr("minimal input: self: tensor([[1, 2], [3, 4]])"));
+  EXPECT_THAT(xml, HasSubstr("repro: opconform repro --library /opt/vendor/lib/libvendor_ops.so --op aten::index_put"));
+}
+
+}  // namespace
+}  // namespace opconform::reports

@@ -1,0 +1,69 @@
+// The Markdown summary (to_markdown).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "opconform/reports/detail/markdown.h"
+#include "opconform/reports/writers.h"
+#include "support/golden.h"
+#include "support/sample_report.h"
+
+namespace opconform::reports {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::sample_report;
+
+// The '|' that split cells (not escaped as "\|").
+size_t cell_separators(const std::string& line) {
+  size_t n = 0;
+  for (size_t i = 0; i < line.size(); ++i) n += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
+  return n;
+}
+
+TEST(ReportsMarkdown, MatchesGolden) { testing::expect_golden("report.md", to_markdown(sample_report())); }
+
+TEST(ReportsMarkdown, EveryTableRowHasItsHeadersCellCount) {
+  std::istringstream lines(to_markdown(sample_report()));
+  std::string line;
+  size_t columns = 0, rows = 0;
+  while (std::getline(lines, line)) {
+    if (!line.starts_with("|")) {
+      columns = 0;
+      continue;
+    }
+    if (columns == 0) columns = cell_separators(line);
+    EXPECT_EQ(cell_separators(line), columns) << line;
+    ++rows;
+  }
+  EXPECT_GT(rows, 20u);
+}
+
+TEST(ReportsMarkdown, ListsEachNotPassingResultWithMessageInputAndRepro) {
+  const std::string md = to_markdown(sample_report());
+  EXPECT_THAT(md, HasSubstr("## Not passing (7)"));
+  EXPECT_THAT(md, HasSubstr("### `aten::add.Tensor` `gradcheck [cpu, float32]`: **failed**\n\n```text\ngradient of 'self'"));
+  EXPECT_THAT(md, HasSubstr("Minimal input:\n\n```text\nself: tensor([0.0, 1.0, -2.5, 3.0], dtype=float32)\n"));
+  EXPECT_THAT(md, HasSubstr("Repro: `OPCONFORM_SEED=42 opconform repro"));
+  // The op table escapes the '|' in a name.
+  EXPECT_THAT(md, HasSubstr("| `vendor::fused<&\"\\|'>.out` | 0 | 1 |"));
+}
+
+TEST(ReportsMarkdown, QuotingHelpersSurviveBackticks) {
+  EXPECT_EQ(detail::md_code("a`b"), "``a`b``");
+  EXPECT_EQ(detail::md_code("`x"), "`` `x ``");
+  EXPECT_EQ(detail::md_code("one\ntwo"), "`one two`");
+  EXPECT_EQ(detail::md_block("has ``` inside"), "````text\nhas ``` inside\n````\n");
+  EXPECT_EQ(detail::md_cell("a|b"), "a\\|b");
+}
+
+TEST(ReportsMarkdown, AnEmptyReportStillHasItsSummary) {
+  const std::string md = to_markdown(Report{});
+  EXPECT_THAT(md, HasSubstr("# opconform report: `(unnamed library)`"));
+  EXPECT_THAT(md, HasSubstr("| **total** | **0** |"));
+  EXPECT_THAT(md, ::testing::Not(HasSubstr("Not passing")));
+}
+
+}  // namespace
+}  // namespace opconform::reports

@@ -1,0 +1,87 @@
+// The result model (report.h) and the text helpers the writers share (detail/text.h).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "opconform/reports/detail/text.h"
+#include "opconform/reports/report.h"
+#include "support/error_of.h"
+#include "support/sample_report.h"
+
+namespace opconform::reports {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::result;
+using testing::sample_report;
+
+TEST(ReportsModel, KeyNamesOpCheckDeviceAndDtype) {
+  EXPECT_EQ(result("aten::add.Tensor", "gradcheck", "cpu", "float32", Outcome::passed).key(),
+            "aten::add.Tensor gradcheck [cpu, float32]");
+  EXPECT_EQ(result("vendor::x", "load", "cpu", "", Outcome::failed).key(), "vendor::x load [cpu]");
+  EXPECT_EQ(result("vendor::x", "load", "", "", Outcome::failed).key(), "vendor::x load");
+}
+
+TEST(ReportsModel, CountsEveryOutcome) {
+  const Report r = sample_report();
+  EXPECT_EQ(r.count(Outcome::passed), 4u);
+  EXPECT_EQ(r.count(Outcome::failed), 3u);
+  EXPECT_EQ(r.count(Outcome::skipped), 1u);
+  EXPECT_EQ(r.count(Outcome::unsupported), 1u);
+  EXPECT_EQ(r.count(Outcome::crashed), 1u);
+  EXPECT_EQ(r.count(Outcome::timed_out), 1u);
+  EXPECT_EQ(r.count(Outcome::mistrusted), 1u);
+}
+
+TEST(ReportsModel, FailsOnTheChosenOutcomes) {
+  EXPECT_THAT(default_fail_on(), ElementsAre(Outcome::failed, Outcome::crashed, Outcome::timed_out));
+  Report r;
+  r.results = {result("a", "c", "cpu", "float32", Outcome::passed), result("a", "d", "cpu", "float32", Outcome::mistrusted)};
+  EXPECT_FALSE(fails(r, default_fail_on()));
+  EXPECT_TRUE(fails(r, {Outcome::mistrusted}));
+  EXPECT_FALSE(fails(Report{}, default_fail_on()));
+  EXPECT_TRUE(fails(sample_report(), default_fail_on()));
+}
+
+TEST(ReportsModel, ParsesOutcomeNamesAndNamesTheKnownOnesOnError) {
+  for (Outcome o : detail::all_outcomes()) EXPECT_EQ(parse_outcome(conformance::to_string(o)), o);
+  const Error e = opconform::testing::error_of([] { parse_outcome("exploded"); });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(e.what(), HasSubstr("unknown outcome 'exploded'"));
+  EXPECT_THAT(e.what(), HasSubstr("passed, failed, skipped, unsupported, crashed, timed_out, mistrusted"));
+  EXPECT_THAT(opconform::testing::error_message([] { parse_outcome("Passed"); }), HasSubstr("'Passed'"));
+}
+
+TEST(ReportsText, ValidUtf8KeepsGoodTextAndReplacesEachBadByte) {
+  using namespace std::string_literals;
+  const std::string good = "plain, \xC3\xA9, \xE2\x88\x9E, \xF0\x9F\x98\x80, \x1B and \0 too"s;
+  EXPECT_EQ(detail::valid_utf8(good), good);
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(detail::valid_utf8("a\xFFz"), "a" + fffd + "z");
+  EXPECT_EQ(detail::valid_utf8("\xC3"), fffd);                          // cut short
+  EXPECT_EQ(detail::valid_utf8("\xC0\xAF"), fffd + fffd);               // overlong '/'
+  EXPECT_EQ(detail::valid_utf8("\xED\xA0\x80"), fffd + fffd + fffd);    // a UTF-16 surrogate
+  EXPECT_EQ(detail::valid_utf8("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // beyond U+10FFFF
+}
+
+TEST(ReportsText, VisibleTextShowsControlCharactersButNewlinesAndTabs) {
+  using namespace std::string_literals;
+  EXPECT_EQ(detail::visible_text("a\x1b[31mb\n\tc\r\0\x7f"s), "a\\x1b[31mb\n\tc\\x0d\\x00\\x7f");
+  EXPECT_EQ(detail::visible_text("\xFF"), "\xEF\xBF\xBD");
+}
+
+TEST(ReportsText, FixedIsLocaleFreeAndNeverNaN) {
+  EXPECT_EQ(detail::fixed(12.3456, 3), "12.346");
+  EXPECT_EQ(detail::fixed(0, 1), "0.0");
+  EXPECT_EQ(detail::fixed(std::numeric_limits<double>::quiet_NaN(), 3), "0.000");
+  EXPECT_EQ(detail::fixed(1e300, 0).size(), 301u);
+}
+
+TEST(ReportsText, FirstLineAndWhere) {
+  EXPECT_EQ(detail::first_line("one\ntwo"), "one");
+  EXPECT_EQ(detail::first_line("only"), "only");
+  EXPECT_EQ(detail::where(result("op", "gradcheck", "cuda", "float16", Outcome::passed)), "gradcheck [cuda, float16]");
+}
+
+}  // namespace
+}  // namespace opconform::reports
