@@ -15,8 +15,9 @@ function(opconform_library)
   set_target_properties(${target} PROPERTIES OUTPUT_NAME opconform_${ARG_NAME})
 endfunction()
 
-# opconform_test(NAME <test> SOURCES ... [DEPS ...] [LABELS ...])
-#   A GoogleTest executable (with RapidCheck) whose tests are registered one by one with ctest.
+# opconform_test(NAME <test> SOURCES ... [DEPS ...] [LABELS <module>])
+#   A GoogleTest executable (with RapidCheck) whose tests are registered one by one with ctest,
+#   labelled with the module (`ctest -L harness`; "unit" when no label is given).
 function(opconform_test)
   cmake_parse_arguments(ARG "" "NAME" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT OPCONFORM_BUILD_TESTS)
@@ -28,8 +29,14 @@ function(opconform_test)
   # Designated initializers that leave members at their defaults are the intended style.
   target_compile_options(${ARG_NAME} PRIVATE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
   include(GoogleTest)
+  # One label, the module's (`ctest -L reports`): gtest_discover_tests flattens a list of labels
+  # into separate words, which set_tests_properties then misreads.
+  set(label unit)
+  if(ARG_LABELS)
+    list(GET ARG_LABELS 0 label)
+  endif()
   gtest_discover_tests(${ARG_NAME}
-    PROPERTIES LABELS "unit;${ARG_LABELS}"
+    PROPERTIES LABELS "${label}"
     DISCOVERY_TIMEOUT 60)
 endfunction()
 
