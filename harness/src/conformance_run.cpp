@@ -40,6 +40,7 @@ std::optional<reports::CaseResult> probe_load(const std::string& path, Registry&
   }
   if (pid == 0) {
     ::close(fds[0]);
+    default_fatal_signals();
     try {
       Registry scratch;
       auto lib = adapters::load_plugin(path, scratch, {.schemas = &schemas});

@@ -149,6 +149,7 @@ class Pool {
       for (auto& other : workers_)
         if (other.pid > 0) ::close(other.to), ::close(other.from), ::close(other.err);
       signal(SIGPIPE, SIG_DFL);
+      default_fatal_signals();
       worker_main(req[0], rep[1], run_);
     }
     ::close(req[0]), ::close(rep[1]), ::close(err[1]);
@@ -302,6 +303,10 @@ class Pool {
 };
 
 }  // namespace
+
+void default_fatal_signals() {
+  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP}) signal(s, SIG_DFL);
+}
 
 std::string describe_signal(int signal) {
   const char* what = strsignal(signal);

@@ -32,6 +32,10 @@ using CaseFunction = std::function<void(size_t case_index, size_t first_check,
 void run_isolated(const std::vector<PlannedCase>& cases, const CaseFunction& run, const WorkerOptions& options,
                   const std::function<void(size_t, std::vector<reports::CaseResult>)>& on_done);
 
+// In a child that runs untrusted code: the fatal signals back to their default action, so a crash
+// ends the process with its signal even where a sanitizer installed handlers of its own.
+void default_fatal_signals();
+
 // "SIGSEGV (segmentation fault)" for a signal number.
 std::string describe_signal(int signal);
 
