@@ -20,7 +20,7 @@ CheckTable& table() {
                       detail::make_gradcheck, detail::make_gradgradcheck, detail::make_stride_invariance,
                       detail::make_determinism, detail::make_dtype_consistency, detail::make_edge_shapes,
                       detail::make_vmap_consistency, detail::make_autocast_consistency, detail::make_error_inputs,
-                      detail::make_reference_agreement}) {
+                      detail::make_reference_agreement, detail::make_test_aot_dispatch_dynamic}) {
       auto check = make();
       std::string name(check->name());
       created->checks.emplace(std::move(name), std::move(check));
@@ -44,11 +44,26 @@ const Check& check_named(std::string_view name) {
   return *it->second;
 }
 
+// Checks that run only when named: test_aot_dispatch_dynamic replays a graph at other sizes, and
+// the reference's fake kernels compute concrete sizes so far (issue 7's note), so it is not part
+// of "every check" yet.
+static bool opt_in(std::string_view name) { return name == "test_aot_dispatch_dynamic"; }
+
 std::vector<std::string> check_names() {
   auto& t = table();
   std::lock_guard lock(t.mutex);
   std::vector<std::string> names;
-  for (const auto& [n, c] : t.checks) names.push_back(n);
+  for (const auto& [n, c] : t.checks)
+    if (!opt_in(n)) names.push_back(n);
+  return names;
+}
+
+std::vector<std::string> opt_in_check_names() {
+  auto& t = table();
+  std::lock_guard lock(t.mutex);
+  std::vector<std::string> names;
+  for (const auto& [n, c] : t.checks)
+    if (opt_in(n)) names.push_back(n);
   return names;
 }
 

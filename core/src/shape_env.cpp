@@ -105,6 +105,13 @@ std::vector<std::string> ShapeEnv::guards() const {
   return out;
 }
 
+std::vector<ShapeEnv::GuardRecord> ShapeEnv::guard_records() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<GuardRecord> out;
+  for (const auto& g : state_->guards) out.push_back({SymInt(g.lhs), SymInt(g.rhs), g.op, g.text});
+  return out;
+}
+
 std::vector<SymNode::SymbolInfo> ShapeEnv::symbols() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   std::vector<SymNode::SymbolInfo> out;

@@ -70,6 +70,13 @@ class ShapeEnv {
 
   // The recorded guards, readable ("s0 > 3", "s1 != 4"), in the order they were made.
   std::vector<std::string> guards() const;
+  // The guards as the compared expressions (graph capture keeps them with the graph).
+  struct GuardRecord {
+    SymInt lhs, rhs;
+    CompareOp op;
+    std::string text;
+  };
+  std::vector<GuardRecord> guard_records() const;
   // The symbols made so far.
   std::vector<SymNode::SymbolInfo> symbols() const;
 

@@ -28,6 +28,8 @@ std::unique_ptr<Check> make_autocast_consistency();
 std::unique_ptr<Check> make_error_inputs();
 // Against the reference (CHECKS.md): needs CheckContext::reference.
 std::unique_ptr<Check> make_reference_agreement();
+// Capture into a graph (compile/): test_aot_dispatch_dynamic.cpp.
+std::unique_ptr<Check> make_test_aot_dispatch_dynamic();
 
 // How every check calls the operator. A random op (Tag::nondeterministic_seeded) starts each
 // call from the same generator state, so runs a check compares draw the same numbers (the

@@ -1,0 +1,168 @@
+#include "opconform/compile/functionalize.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace opconform::compile {
+namespace {
+
+bool writes(const FunctionSchema& s) { return s.is_mutable(); }
+
+// A view op returns a tensor that aliases an argument without writing it (Tensor(a)).
+std::optional<size_t> viewed_argument(const FunctionSchema& s) {
+  for (size_t r = 0; r < s.returns.size(); ++r) {
+    const auto& alias = s.returns[r].alias_info;
+    if (!alias || alias->is_write) continue;
+    for (size_t a = 0; a < s.arguments.size(); ++a)
+      if (s.may_alias(r, a)) return a;
+  }
+  return std::nullopt;
+}
+
+// Note [Functionalization state]: every value belongs to an alias root (itself, or — for what an
+// in-place / out= op returns — the argument it wrote, which is the same tensor object in eager
+// mode). `latest[root]` is the value holding the root's current content. A view's content
+// follows its base: when the base (root) is written, views made from it are stale and are made
+// again from the new base the next time they are read (the view node replayed). Writing into a
+// view would have to write into its base too (a scatter back); that is not supported yet.
+class Functionalizer {
+ public:
+  Functionalizer(const Graph& g, const Registry& r) : in_(g), registry_(r), out_(g) {
+    out_.nodes.clear();
+    out_.write_backs.clear();
+  }
+
+  Graph run() {
+    for (const Node& node : in_.nodes) {
+      const FunctionSchema& schema = registry_.get(node.op).schema();
+      Node copy = node;
+      for (auto& a : copy.args) resolve_arg(a);
+      if (writes(schema)) {
+        functional(node, copy, schema);
+      } else {
+        if (auto viewed = viewed_argument(schema)) {
+          if (const Ref* base = std::get_if<Ref>(&node.args.at(*viewed))) {
+            for (ValueId o : node.outputs) views_[o] = {root(base->id), &node};
+          }
+        }
+        out_.nodes.push_back(std::move(copy));
+      }
+    }
+    for (auto& a : out_.outputs) resolve_arg(a);
+    for (size_t i = 0; i < in_.inputs.size(); ++i) {
+      const ValueId input = in_.inputs[i];
+      const ValueId now = resolve(input);
+      if (now != input) out_.write_backs.push_back({i, Ref{now}});
+    }
+    return out_;
+  }
+
+ private:
+  struct View {
+    ValueId base;      // the root of the viewed value
+    const Node* node;  // the node that made the view (replayed when stale)
+  };
+
+  ValueId root(ValueId v) const {
+    auto it = alias_root_.find(v);
+    return it == alias_root_.end() ? v : it->second;
+  }
+
+  // The value holding v's current content.
+  ValueId resolve(ValueId v) {
+    if (auto it = views_.find(v); it != views_.end() && stale_.count(v)) {
+      // The view's base was written since: make the view again from the base's current value.
+      stale_.erase(v);
+      Node again = *it->second.node;
+      for (auto& a : again.args) resolve_arg(a);
+      const auto& made = it->second.node->outputs;
+      const size_t index = static_cast<size_t>(std::find(made.begin(), made.end(), v) - made.begin());
+      for (auto& o : again.outputs) o = out_.add_value(out_.value(o).tensor);
+      latest_[v] = again.outputs.at(index);
+      out_.nodes.push_back(std::move(again));
+    }
+    auto it = latest_.find(root(v));
+    return it == latest_.end() ? v : it->second;
+  }
+
+  // Views of `base` (and views of those) read old content now.
+  void mark_views_stale(ValueId base) {
+    for (auto& [view, info] : views_) {
+      if (info.base == base && !stale_.count(view)) {
+        stale_.insert(view);
+        mark_views_stale(view);
+      }
+    }
+  }
+
+  void resolve_arg(Arg& a) {
+    if (Ref* r = std::get_if<Ref>(&a)) {
+      r->id = resolve(r->id);
+    } else if (RefList* list = std::get_if<RefList>(&a)) {
+      for (auto& item : list->items)
+        if (item) item->id = resolve(item->id);
+    }
+  }
+
+  void functional(const Node& original, Node& node, const FunctionSchema& schema) {
+    node.functional = true;
+    std::vector<ValueId> written;  // original ids of the written values, in argument order
+    for (size_t i = 0; i < original.args.size() && i < schema.arguments.size(); ++i) {
+      if (!schema.is_mutable(i)) continue;
+      if (const Ref* r = std::get_if<Ref>(&original.args[i])) {
+        written.push_back(r->id);
+      } else if (const RefList* list = std::get_if<RefList>(&original.args[i])) {
+        for (const auto& item : list->items)
+          if (item) written.push_back(item->id);
+      }
+    }
+    for (ValueId w : written) {
+      if (views_.count(w)) {
+        throw Error(ErrorCode::kNotImplemented,
+                    "functionalize: '" + original.op + "' writes " + value_name(in_, w) +
+                        ", a view of another tensor: writing through a view is not supported yet (Note "
+                        "[Functionalization state] in compile/src/functionalize.cpp)");
+      }
+      const ValueId fresh = out_.add_value(in_.value(w).tensor);
+      node.outputs.push_back(fresh);
+      const ValueId r = root(w);
+      latest_[r] = fresh;
+      mark_views_stale(r);
+    }
+    // What the op returns that aliases a written argument (self of an in-place op, out of an
+    // out= op) is that argument: same root.
+    size_t out = 0;
+    for (size_t r = 0; r < schema.returns.size() && r < original.return_sizes.size(); ++r) {
+      for (size_t k = 0; k < original.return_sizes[r]; ++k, ++out) {
+        const auto& alias = schema.returns[r].alias_info;
+        if (!alias || !alias->is_write) continue;
+        for (size_t a = 0; a < schema.arguments.size(); ++a) {
+          if (!schema.may_alias(r, a)) continue;
+          if (const Ref* ref = std::get_if<Ref>(&original.args[a])) alias_root_[original.outputs[out]] = root(ref->id);
+        }
+      }
+    }
+    out_.nodes.push_back(std::move(node));
+  }
+
+  const Graph& in_;
+  const Registry& registry_;
+  Graph out_;
+  std::map<ValueId, ValueId> alias_root_;
+  std::map<ValueId, ValueId> latest_;
+  std::map<ValueId, View> views_;
+  std::set<ValueId> stale_;
+};
+
+}  // namespace
+
+Graph functionalize(const Graph& graph, const Registry& registry) { return Functionalizer(graph, registry).run(); }
+
+bool has_mutation(const Graph& graph, const Registry& registry) {
+  for (const Node& n : graph.nodes)
+    if (!n.functional && registry.get(n.op).schema().is_mutable()) return true;
+  return false;
+}
+
+}  // namespace opconform::compile

@@ -1,0 +1,361 @@
+// test_aot_dispatch_dynamic (CHECKS.md): the op survives capture into a graph. The call is captured
+// with fake tensors and symbolic sizes (compile/capture.h), functionalized, replayed on real
+// tensors and compared with eager: outputs, the arguments it writes, and — when inputs require
+// grad — the gradients through the captured backward (compile/joint.h). The graph is then replayed
+// at other sizes (every symbolic size one larger, where the guards allow it) and on other data: a
+// size or a value baked into the graph shows there.
+#include <cmath>
+
+#include "opconform/compile/capture.h"
+#include "opconform/compile/functionalize.h"
+#include "opconform/compile/interpreter.h"
+#include "opconform/compile/joint.h"
+#include "opconform/conformance/check.h"
+#include "opconform/conformance/detail/builtin_checks.h"
+#include "opconform/core/autograd.h"
+#include "opconform/core/error.h"
+
+namespace opconform::conformance {
+namespace {
+
+using ::opconform::detail::concat;
+
+// The op's tensors (top-level and inside lists) become the program's inputs; the program puts
+// them back into the argument list and calls the op.
+struct Flattened {
+  Stack tensors;                      // the program's inputs
+  std::function<Stack(const Stack&)> rebuild;  // inputs -> the op's arguments
+};
+
+Flattened flatten(const Stack& args) {
+  Flattened f;
+  struct Slot {
+    size_t arg;
+    int kind;  // 0 tensor, 1 Tensor[] element, 2 Tensor?[] element
+    size_t element;
+  };
+  auto slots = std::make_shared<std::vector<Slot>>();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (const Tensor* t = args[i].get_if<Tensor>(); t && t->defined()) {
+      slots->push_back({i, 0, 0});
+      f.tensors.push_back(args[i]);
+    } else if (const auto* list = args[i].get_if<std::vector<Tensor>>()) {
+      for (size_t e = 0; e < list->size(); ++e) slots->push_back({i, 1, e}), f.tensors.push_back(IValue((*list)[e]));
+    } else if (const auto* list = args[i].get_if<std::vector<std::optional<Tensor>>>()) {
+      for (size_t e = 0; e < list->size(); ++e)
+        if ((*list)[e]) slots->push_back({i, 2, e}), f.tensors.push_back(IValue(*(*list)[e]));
+    }
+  }
+  f.rebuild = [args, slots](const Stack& in) {
+    Stack out = args;
+    for (size_t s = 0; s < slots->size(); ++s) {
+      const Slot& slot = (*slots)[s];
+      const Tensor& t = in.at(s).to_tensor();
+      if (slot.kind == 0) {
+        out[slot.arg] = IValue(t);
+      } else if (slot.kind == 1) {
+        auto list = out[slot.arg].to_tensor_list();
+        list[slot.element] = t;
+        out[slot.arg] = IValue(std::move(list));
+      } else {
+        auto list = *out[slot.arg].get_if<std::vector<std::optional<Tensor>>>();
+        list[slot.element] = t;
+        out[slot.arg] = IValue(std::move(list));
+      }
+    }
+    return out;
+  };
+  return f;
+}
+
+// What a run shows: the returns (Tensor[] flattened) and the written arguments after it.
+std::vector<std::pair<std::string, IValue>> observe(const OperatorHandle& op, const Stack& args, const Stack& returns) {
+  std::vector<std::pair<std::string, IValue>> out;
+  for (size_t j = 0; j < returns.size(); ++j) {
+    if (const auto* list = returns[j].get_if<std::vector<Tensor>>()) {
+      for (size_t e = 0; e < list->size(); ++e)
+        out.emplace_back(concat("output ", j, "[", e, "]"), IValue((*list)[e]));
+    } else {
+      out.emplace_back(concat("output ", j), returns[j]);
+    }
+  }
+  const FunctionSchema& s = op.schema();
+  for (size_t i = 0; i < args.size() && i < s.arguments.size(); ++i)
+    if (s.is_mutable(i)) out.emplace_back("argument '" + s.arguments[i].name + "' after the call", args[i]);
+  return out;
+}
+
+// "" when equal, else what differs.
+std::string difference(const OperatorHandle& op, const std::vector<std::pair<std::string, IValue>>& actual,
+                       const std::vector<std::pair<std::string, IValue>>& expected, const ToleranceSpec& tolerance) {
+  if (actual.size() != expected.size()) return concat(actual.size(), " values instead of ", expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const IValue& a = actual[i].second;
+    const IValue& e = expected[i].second;
+    const Tensor* at = a.get_if<Tensor>();
+    const Tensor* et = e.get_if<Tensor>();
+    if (at && et && at->defined() && et->defined()) {
+      Comparison c = compare(*at, *et, tolerance.for_dtype(et->dtype(), op.name()));
+      if (!c.equal) return concat(expected[i].first, ": ", c.mismatch);
+    } else if (a.repr() != e.repr()) {
+      return concat(expected[i].first, ": ", a.repr(), " vs ", e.repr());
+    }
+  }
+  return "";
+}
+
+// Eager: the op on clones of `args` (seeded ops from the fixed generator state).
+Stack eager(const OperatorHandle& op, Stack& args) {
+  Stack stack = args;
+  detail::run_boxed(op, stack);
+  return stack;
+}
+
+// New values of the same sizes (floating tensors only: integer tensors are often indices).
+Stack other_data(const Stack& tensors, int salt) {
+  Stack out;
+  for (const IValue& v : tensors) {
+    Tensor t = v.to_tensor().detach().clone();
+    if (is_floating(t.dtype()) && t.numel() > 0) {
+      Tensor f = t.to(DType::Float64).contiguous();
+      auto values = f.to_vector<double>();
+      for (size_t i = 0; i < values.size(); ++i)
+        values[i] = std::isfinite(values[i]) ? values[i] * 0.75 + 0.125 * static_cast<double>((i * 7 + salt) % 5) : values[i];
+      t = from_vector<double>(values, t.sizes()).to(t.dtype());
+    }
+    t.set_requires_grad(v.to_tensor().requires_grad());
+    out.push_back(IValue(t));
+  }
+  return out;
+}
+
+class TestAotDispatchDynamic final : public Check {
+ public:
+  std::string_view name() const override { return "test_aot_dispatch_dynamic"; }
+
+  CheckResult run(const CheckContext& ctx) const override {
+    const OperatorHandle& op = ctx.op;
+    const std::string sample = describe(ctx.sample.args, arg_names(op));
+    auto result = [&](Outcome o, std::string message) {
+      CheckResult r{std::string(name()), o, std::move(message), "", {}};
+      return r;
+    };
+    auto failed = [&](std::string what) {
+      return result(Outcome::failed, concat("test_aot_dispatch_dynamic of '", op.name(), "': ", what, " Sample: ", sample, "."));
+    };
+    Flattened flat = flatten(clone_args(ctx.sample.args));
+    compile::Program program = [&](const Stack& inputs) {
+      Stack stack = flat.rebuild(inputs);
+      op.call_boxed(stack);  // seeded ops: capture records the call, replay draws from run_boxed's state
+      return stack;
+    };
+
+    // Eager first: a sample the op rejects tells nothing here (error_inputs covers errors).
+    Stack eager_args = flat.rebuild(clone_args(flat.tensors));
+    Stack eager_out;
+    try {
+      autograd::NoGradGuard no_grad;
+      eager_out = eager(op, eager_args);
+    } catch (const Error& e) {
+      return result(Outcome::skipped, concat("the op rejects the sample in eager mode: ", e.what()));
+    }
+    if (op.has_tag(Tag::nondeterministic_seeded)) {
+      // Replays draw other numbers than the eager run; only capture and metadata can be checked.
+    }
+
+    compile::Graph graph;
+    try {
+      autograd::NoGradGuard no_grad;
+      graph = compile::capture(program, clone_args(flat.tensors), {.registry = &ctx.registry});
+      graph = compile::functionalize(graph, ctx.registry);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kNotImplemented && std::string(e.what()).find("functionalize:") == 0) {
+        return result(Outcome::skipped, e.what());
+      }
+      return failed(concat("capturing the call into a graph failed: ", e.what(),
+                           " (a fake kernel that reads data, or a tensor made outside the operator model?)"));
+    }
+
+    // Replay at the sample's sizes and data.
+    auto replay = [&](const Stack& tensors, std::string& error) -> std::optional<std::vector<std::pair<std::string, IValue>>> {
+      Stack args = clone_args(tensors);
+      try {
+        autograd::NoGradGuard no_grad;
+        Stack returns;
+        if (op.has_tag(Tag::nondeterministic_seeded)) {
+          GeneratorStateGuard keep;
+          manual_seed(0x0bc0f0);
+          returns = compile::run_graph(graph, args, ctx.registry);
+        } else {
+          returns = compile::run_graph(graph, args, ctx.registry);
+        }
+        return observe(op, flat.rebuild(args), returns);
+      } catch (const Error& e) {
+        error = e.what();
+        return std::nullopt;
+      }
+    };
+    auto eager_on = [&](const Stack& tensors) -> std::optional<std::vector<std::pair<std::string, IValue>>> {
+      Stack args = flat.rebuild(clone_args(tensors));
+      try {
+        autograd::NoGradGuard no_grad;
+        Stack out = eager(op, args);
+        return observe(op, args, out);
+      } catch (const Error&) {
+        return std::nullopt;
+      }
+    };
+
+    std::string error;
+    auto expected = observe(op, eager_args, eager_out);
+    auto got = replay(flat.tensors, error);
+    if (!got) return failed(concat("the captured graph does not replay on the sample itself: ", error));
+    if (auto d = difference(op, *got, expected, ctx.tolerance); !d.empty())
+      return failed(concat("the captured, functionalized graph differs from eager mode: ", d, "."));
+
+    // Other data, same sizes: a value baked into the graph shows here.
+    const Stack other = other_data(flat.tensors, 3);
+    if (auto e = eager_on(other)) {
+      got = replay(other, error);
+      if (!got) return failed(concat("the graph does not replay on other data of the same sizes: ", error));
+      if (auto d = difference(op, *got, *e, ctx.tolerance); !d.empty())
+        return failed(concat("on other data of the same sizes the graph differs from eager mode (a value of the example "
+                             "input baked into the graph?): ", d, "."));
+    }
+
+    // Other sizes: every symbolic input size one larger, where the guards allow it.
+    std::string resized_note;
+    if (auto bigger = resized(graph, flat.tensors)) {
+      if (auto e = eager_on(*bigger)) {
+        got = replay(*bigger, error);
+        if (!got) {
+          if (error.find("guard") == std::string::npos)
+            return failed(concat("replayed at other sizes the graph fails: ", error));
+        } else if (auto d = difference(op, *got, *e, ctx.tolerance); !d.empty()) {
+          return failed(concat("replayed at other sizes the graph differs from eager mode (a size baked into the graph, or "
+                               "a fake kernel whose size formula is wrong there): ",
+                               d, "."));
+        }
+      }
+    }
+
+    // Gradients through the captured backward.
+    if (auto r = check_gradients(ctx, op, flat, program, sample)) return *r;
+    return result(Outcome::passed, "");
+  }
+
+ private:
+  static std::vector<std::string> arg_names(const OperatorHandle& op) {
+    std::vector<std::string> names;
+    for (const auto& a : op.schema().arguments) names.push_back(a.name);
+    return names;
+  }
+
+  // The inputs with every symbol one larger (new data), or nullopt when there is no symbol or the
+  // graph's guards reject those sizes.
+  static std::optional<Stack> resized(const compile::Graph& g, const Stack& tensors) {
+    if (g.symbol_sources.empty()) return std::nullopt;
+    std::map<std::string, int64_t> b;
+    for (const auto& s : g.symbol_sources) b[s.symbol] = tensors.at(s.input).to_tensor().sizes()[s.dim] + 1;
+    auto eval = [&](const SymInt& s) {
+      if (auto v = s.maybe_as_int()) return *v;
+      return s.node()->evaluate([&](const SymNode& sym) {
+        auto it = b.find(sym.symbol().name);
+        if (it == b.end()) throw Error(ErrorCode::kInvalidArgument, "unbound");
+        return it->second;
+      });
+    };
+    Stack out;
+    try {
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        const Tensor& t = tensors[i].to_tensor();
+        const auto& meta = *g.value(g.inputs[i]).tensor;
+        std::vector<int64_t> sizes;
+        for (const auto& s : meta.sizes) sizes.push_back(eval(s));
+        int64_t n = 1;
+        for (auto s : sizes) n *= s;
+        Tensor f = t.detach().to(DType::Float64).contiguous().reshape({-1});
+        auto old = f.numel() > 0 ? f.to_vector<double>() : std::vector<double>{1.0};
+        std::vector<double> values(static_cast<size_t>(n));
+        for (int64_t k = 0; k < n; ++k) values[static_cast<size_t>(k)] = old[static_cast<size_t>(k) % old.size()];
+        Tensor r = from_vector<double>(values, sizes).to(t.dtype());
+        r.set_requires_grad(t.requires_grad());
+        out.push_back(IValue(r));
+      }
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    return out;
+  }
+
+  static std::optional<CheckResult> check_gradients(const CheckContext& ctx, const OperatorHandle& op, const Flattened& flat,
+                                                    const compile::Program& program, const std::string& sample) {
+    bool any = false;
+    for (const auto& v : flat.tensors) any = any || v.to_tensor().requires_grad();
+    if (!any || op.schema().is_mutable()) return std::nullopt;
+    compile::JointGraph joint;
+    try {
+      joint = compile::capture_joint(program, clone_args(flat.tensors), {.registry = &ctx.registry});
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kNotImplemented) return std::nullopt;  // no formula: test_autograd_registration's finding
+      return CheckResult{"test_aot_dispatch_dynamic", Outcome::failed,
+                         concat("test_aot_dispatch_dynamic of '", op.name(),
+                                "': the backward cannot be captured into a graph: ", e.what(), " Sample: ", sample, "."),
+                         "", {}};
+    }
+    if (joint.backward.nodes.empty() && joint.grad_inputs.empty()) return std::nullopt;
+    // Eager gradients with grad outputs of ones.
+    Stack inputs = clone_args(flat.tensors);
+    std::vector<Tensor> leaves, outs, grads_out;
+    for (const auto& v : inputs)
+      if (v.to_tensor().requires_grad()) leaves.push_back(v.to_tensor());
+    Stack returns;
+    std::vector<Tensor> eager_grads;
+    try {
+      Stack stack = flat.rebuild(inputs);
+      op.call_boxed(stack);
+      for (const auto& r : stack)
+        if (const Tensor* t = r.get_if<Tensor>(); t && t->defined() && t->requires_grad()) {
+          outs.push_back(*t);
+          grads_out.push_back(ones(t->sizes(), t->options()));
+        }
+      if (outs.empty()) return std::nullopt;
+      eager_grads = autograd::grad(outs, leaves, grads_out, false, false, true);
+    } catch (const Error&) {
+      return std::nullopt;  // eager backward fails: gradcheck / test_autograd_registration say why
+    }
+    Stack graph_grads;
+    try {
+      autograd::NoGradGuard no_grad;
+      Stack fwd = compile::run_graph(joint.forward, clone_args(flat.tensors), ctx.registry);
+      Stack bwd(fwd.begin() + static_cast<std::ptrdiff_t>(joint.num_outputs), fwd.end());
+      for (const Tensor& g : grads_out) bwd.push_back(IValue(g));
+      graph_grads = compile::run_graph(joint.backward, bwd, ctx.registry);
+    } catch (const Error& e) {
+      return CheckResult{"test_aot_dispatch_dynamic", Outcome::failed,
+                         concat("test_aot_dispatch_dynamic of '", op.name(), "': the captured backward does not replay: ",
+                                e.what(), " Sample: ", sample, "."),
+                         "", {}};
+    }
+    for (size_t i = 0; i < eager_grads.size() && i < graph_grads.size(); ++i) {
+      const Tensor* g = graph_grads[i].get_if<Tensor>();
+      if (!eager_grads[i].defined() || g == nullptr || !g->defined()) continue;
+      Comparison c = compare(*g, eager_grads[i], ctx.tolerance.for_dtype(eager_grads[i].dtype(), op.name()));
+      if (!c.equal) {
+        return CheckResult{"test_aot_dispatch_dynamic", Outcome::failed,
+                           concat("test_aot_dispatch_dynamic of '", op.name(), "': the gradient of differentiable input ", i,
+                                  " through the captured backward differs from eager: ", c.mismatch, " Sample: ", sample, "."),
+                           "", {}};
+      }
+    }
+    return std::nullopt;
+  }
+};
+
+}  // namespace
+
+namespace detail {
+std::unique_ptr<Check> make_test_aot_dispatch_dynamic() { return std::make_unique<TestAotDispatchDynamic>(); }
+}  // namespace detail
+
+}  // namespace opconform::conformance
