@@ -2,37 +2,51 @@
 // kernels for every operator the host's reference knows.
 //
 // register_ops walks ATen's dispatcher (c10::Dispatcher::getAllOpNames) and, for every "aten::"
-// overload the host knows (host_knows), defines it with ATen's schema string — so the host compares
-// ATen 1.13's schema with its own and reports every difference as a load problem — and registers:
-//   - OPC_KERNEL_CPU: the op through ATen's dispatcher (OperatorHandle::callBoxed), autograd off;
+// overload the host knows (host_knows), registers without a definition (the host's schema and
+// tags apply):
+//   - OPC_KERNEL_CPU: the op through ATen's dispatcher (OperatorHandle::callBoxed), grad mode off;
 //   - OPC_KERNEL_FAKE: the same call on meta tensors, when ATen has a meta (or composite) kernel;
 //   - OPC_KERNEL_BACKWARD: ATen's autograd (torch::autograd::grad over a re-run of the op), for
 //     ops with a tensor argument and a tensor return.
+// The few ops whose ATen 1.13 argument list cannot take the host's arguments
+// (incompatible_with_host) are instead defined with ATen's own schema string: the host compares it
+// with its reference's and reports the difference as a load problem, leaving the op out.
 //
 // One boxed kernel serves every op (user_data: the op's entry). It converts the host's tagged
 // values into c10::IValues following ATen's schema types, calls the op and converts the returns.
-// The host's argument list must match ATen's (same count, compatible kinds); when the host's schema
-// differs in a way that breaks that, the call fails with OPC_NOT_IMPLEMENTED naming the difference
-// (the schema difference itself was reported at load by define).
+// The host's argument list must match ATen's (same count, compatible kinds: the differences known
+// between ATen 1.13 and the reference are SymInt spelled int, which is the same at a call); should
+// a host's schema differ otherwise, the call fails with OPC_NOT_IMPLEMENTED saying so.
 //
 // Tensors cross zero-copy both ways:
 //   - in: the host's DLPack 1.x tensor becomes an at::Tensor over the same memory (a c10::Storage
-//     whose DataPtr has no deleter: the host owns the memory and it outlives the call). This is
-//     done by hand rather than with at::fromDLPack because 1.13's fromDLPack ignores byte_offset,
-//     reads bool (DLPack 1.x code 6) as an error, and sizes the storage without the storage offset;
-//     here the host's byte_offset becomes the storage offset again, so ATen sees the same
-//     storage/offset split as the host (as_strided with a storage_offset then means the same);
-//   - out: an at::Tensor becomes a heap OpcDLManagedTensorVersioned holding a reference to the
-//     tensor (its storage stays alive until the host calls the deleter) — a view of an argument is
-//     then a view of the host's memory, as ATen made it. A return that IS an argument (in-place
-//     and out= ops returning self/out) is written as the argument's own pointer.
+//     whose DataPtr has no deleter: the host owns the memory). This is done by hand rather than
+//     with at::fromDLPack because 1.13's fromDLPack ignores byte_offset, maps no DLPack dtype to
+//     bool, and sizes the storage without the storage offset; here the host's byte_offset becomes
+//     the storage offset again, so ATen sees the host's storage/offset split (as_strided's
+//     storage_offset then means the same on both sides);
+//   - out: an at::Tensor becomes a heap OpcDLManagedTensorVersioned holding a reference to it; the
+//     host's deleter call drops it. A view of an argument is returned as such, over the argument's
+//     memory (the host, which owns that memory, must keep it alive as long as the view). A return
+//     that IS an argument (in-place and out= ops returning self/out) is written as the argument's
+//     own pointer;
 //   - fake calls: arguments become meta tensors of the same sizes, strides, storage offset and
-//     dtype; returns become ctx->new_tensor with the meta result's sizes and strides.
+//     dtype; returns are data-less descriptors (data NULL) of the meta result's sizes, strides and
+//     storage offset (as byte_offset).
+//
+// The backward formula re-runs the op under autograd on leaves over the host's memory (arguments
+// the op writes are cloned first, so the host's memory is never written) and asks
+// torch::autograd::grad for the gradients. Returns whose incoming gradient is all zeros are left
+// out, as PyTorch's engine leaves out outputs that do not reach the loss. A random op
+// (nondeterministic_seeded: native_dropout) replays its forward call's draw: the forward records
+// the CPU generator's state, keyed by its returned data.
 //
 // No C++ exception crosses the ABI: every entry point catches everything. c10::Error becomes
 // OPC_INVALID_ARGUMENT (ATen's TORCH_CHECKs are argument checks) or OPC_NOT_IMPLEMENTED ("not
-// implemented for 'Half'", NotImplementedError), with the first line of ATen's message.
+// implemented for 'Half'", NotImplementedError, no kernel for the backend), with the first line of
+// ATen's message. docs/aten-differences.md lists where ATen 1.13 and the reference disagree.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -41,10 +55,11 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,11 +76,13 @@ struct OpEntry {
   std::string name;  // "aten::add.Tensor"
   c10::OperatorHandle handle;
   std::string schema_string;  // ATen 1.13's c10::toString(schema)
+  bool seeded = false;        // tagged nondeterministic_seeded: draws from the CPU generator
 };
 
-std::deque<OpEntry>& entries() {
-  static std::deque<OpEntry> list;
-  return list;
+// By name: loading the plugin again (another registry) reuses the entries (stable addresses).
+std::map<std::string, OpEntry>& entries() {
+  static std::map<std::string, OpEntry> by_name;
+  return by_name;
 }
 
 // A failure inside a kernel: thrown here, turned into a status at the ABI boundary.
@@ -224,6 +241,29 @@ OpcDLManagedTensorVersioned* export_tensor(at::Tensor t) {
   m.flags = 0;
   DLTensor& dl = m.dl_tensor;
   dl.data = t.storage().data();
+  dl.device = DLDevice{kDLCPU, 0};
+  dl.ndim = static_cast<int32_t>(t.dim());
+  dl.dtype = dl_dtype_of(t.scalar_type());
+  dl.shape = ctx->shape.data();
+  dl.strides = ctx->strides.data();
+  dl.byte_offset = static_cast<uint64_t>(t.storage_offset()) * t.element_size();
+  return &ctx.release()->managed;
+}
+
+// A fake call's return: a data-less descriptor of the meta result (data NULL), its storage
+// offset as byte_offset — ctx->new_tensor has no storage offset, and a view's offset is part of
+// the metadata a fake kernel must predict.
+OpcDLManagedTensorVersioned* export_meta(const at::Tensor& t) {
+  auto ctx = std::make_unique<ExportContext>();
+  ctx->shape.assign(t.sizes().begin(), t.sizes().end());
+  ctx->strides.assign(t.strides().begin(), t.strides().end());
+  OpcDLManagedTensorVersioned& m = ctx->managed;
+  m.version = {OPC_DLPACK_MAJOR_VERSION, OPC_DLPACK_MINOR_VERSION};
+  m.manager_ctx = ctx.get();
+  m.deleter = &delete_export;
+  m.flags = 0;
+  DLTensor& dl = m.dl_tensor;
+  dl.data = nullptr;
   dl.device = DLDevice{kDLCPU, 0};
   dl.ndim = static_cast<int32_t>(t.dim());
   dl.dtype = dl_dtype_of(t.scalar_type());
@@ -440,11 +480,7 @@ OpcDLManagedTensorVersioned* tensor_out(const at::Tensor& t, const CallState& ca
   }
   if (!call.fake) return export_tensor(t);
   if (!t.is_meta()) fail(OPC_ERROR, "ATen's meta kernel returned a tensor on " + t.device().str());
-  const DLDataType dtype = dl_dtype_of(t.scalar_type());
-  OpcDLManagedTensorVersioned* out = call.ctx->new_tensor(call.ctx->host, dtype, static_cast<int32_t>(t.dim()),
-                                                          t.sizes().data(), t.strides().data());
-  if (out == nullptr) throw KernelError{OPC_ERROR, ""};  // the host's message stands
-  return out;
+  return export_meta(t);
 }
 
 // One return value. On failure, what was already written is released by free_returns.
@@ -525,6 +561,73 @@ void write_returns(const torch::jit::Stack& stack, OpcValue* returns, int64_t nu
   }
 }
 
+// ---------------------------------------------------------------- random ops
+
+// The backward formula re-runs the op under autograd; for an op that draws random numbers
+// (native_dropout) the re-run must draw what the forward call drew. The forward call of such an
+// op records the CPU generator's state from before the call, keyed by the address of its first
+// returned tensor's data; the backward, which receives the forward's returns, finds it and replays
+// the draw. Only the most recent calls are kept. (A random op running on another thread while
+// the state is swapped in would draw from it: the replay assumes one random call at a time.)
+struct SeedRecord {
+  const void* key;
+  at::Tensor state;
+};
+
+std::mutex& seed_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::deque<SeedRecord>& seed_records() {
+  static std::deque<SeedRecord> records;
+  return records;
+}
+constexpr size_t kMaxSeedRecords = 2048;  // about 5 KB each
+
+at::Tensor generator_state() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_generator_state(const at::Tensor& state) {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+const void* data_key(const OpcValue& v) {
+  if (v.tag != OPC_TAG_TENSOR || v.u.tensor == nullptr || v.u.tensor->dl_tensor.data == nullptr) return nullptr;
+  return static_cast<const char*>(v.u.tensor->dl_tensor.data) + v.u.tensor->dl_tensor.byte_offset;
+}
+
+void record_seed(const OpcValue* returns, int64_t num_returns, const at::Tensor& state) {
+  for (int64_t i = 0; i < num_returns; ++i) {
+    if (const void* key = data_key(returns[i])) {
+      std::lock_guard<std::mutex> lock(seed_mutex());
+      auto& records = seed_records();
+      records.push_back({key, state});
+      if (records.size() > kMaxSeedRecords) records.pop_front();
+      return;
+    }
+  }
+}
+
+// The generator state recorded for the forward call whose returns these are: nullopt when none was
+// recorded; an undefined tensor when the returns hold no data (empty: nothing was drawn that matters).
+std::optional<at::Tensor> find_seed(const OpcValue* returns, int64_t num_returns) {
+  std::lock_guard<std::mutex> lock(seed_mutex());
+  const auto& records = seed_records();
+  for (int64_t i = 0; i < num_returns; ++i) {
+    if (const void* key = data_key(returns[i])) {
+      for (auto it = records.rbegin(); it != records.rend(); ++it)
+        if (it->key == key) return it->state;
+      return std::nullopt;
+    }
+  }
+  return at::Tensor();
+}
+
 // ---------------------------------------------------------------- the boundary
 
 // Runs `body`, turning every exception into a status and a message (first line of ATen's).
@@ -567,11 +670,13 @@ OpcStatus call_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t n
     const OpEntry& entry = *static_cast<const OpEntry*>(user_data);
     CallState call{ctx, fake, {}};
     torch::jit::Stack stack = make_stack(entry, args, num_args, call);
+    const at::Tensor seed = entry.seeded && !fake ? generator_state() : at::Tensor();
     {
       at::NoGradGuard no_grad;
       entry.handle.callBoxed(stack);
     }
     write_returns(stack, returns, num_returns, call, entry);
+    if (seed.defined()) record_seed(returns, num_returns, seed);
   });
 }
 
@@ -642,35 +747,68 @@ OpcStatus backward_kernel(const OpcCallContext* ctx, const OpcValue* args, int64
       for (int64_t i = 0; i < n; ++i) grads[i] = OpcValue{};
       return;
     }
+    // A random op replays its forward call's draw (see "random ops").
+    at::Tensor replay;
+    if (entry.seeded) {
+      std::optional<at::Tensor> found = find_seed(args + n, r);
+      if (!found) {
+        fail(OPC_NOT_IMPLEMENTED, "the backward of a random op needs the generator state of its forward call, and none "
+                                  "was recorded for these returns (was the forward run by this plugin?)");
+      }
+      replay = *found;
+    }
     {
       at::AutoGradMode enable(true);
-      entry.handle.callBoxed(stack);
+      if (replay.defined()) {
+        const at::Tensor current = generator_state();
+        set_generator_state(replay);
+        try {
+          entry.handle.callBoxed(stack);
+        } catch (...) {
+          set_generator_state(current);
+          throw;
+        }
+        set_generator_state(current);
+      } else {
+        entry.handle.callBoxed(stack);
+      }
     }
     // Pair each differentiable tensor output with its gradient.
     std::vector<at::Tensor> outputs;
     std::vector<at::Tensor> output_grads;
     const OpcValue* incoming = args + n + r;
     int64_t next_grad = 0;
+    // A gradient that is all zeros is left out, as PyTorch's engine leaves out the gradients of
+    // outputs that do not reach the loss (undefined, not zeros): some formulas take another path
+    // when such a gradient is defined (native_group_norm's double-backward form), with the same
+    // value when it is zero.
     auto pair = [&](const at::Tensor& out, const OpcValue& g, const std::string& what) {
       if (g.tag == OPC_TAG_NONE || !out.defined() || !out.requires_grad()) return;
       at::Tensor grad = import_tensor(g.tag == OPC_TAG_TENSOR ? g.u.tensor : nullptr, false, what);
+      if (grad.numel() > 0 && !grad.ne(0).any().item<bool>()) return;
       outputs.push_back(out);
       output_grads.push_back(grad);
     };
+    // The gradients come one per returned tensor, a Tensor[] return's items one by one (or, from
+    // a host that keeps them together, as one list).
     for (size_t k = 0; k < stack.size() && next_grad < num_tensor_returns; ++k) {
       const c10::IValue& out = stack[k];
       if (out.isTensor()) {
         pair(out.toTensor(), incoming[next_grad], "gradient " + std::to_string(next_grad));
         ++next_grad;
       } else if (out.isTensorList()) {
-        const OpcValue& g = incoming[next_grad];
         const c10::List<at::Tensor> list = out.toTensorList();
-        if (g.tag == OPC_TAG_LIST) {
+        if (incoming[next_grad].tag == OPC_TAG_LIST) {
+          const OpcValue& g = incoming[next_grad];
           for (size_t j = 0; j < list.size() && static_cast<int64_t>(j) < g.u.list.size; ++j) {
             pair(list.get(j), g.u.list.items[j], "gradient " + std::to_string(next_grad) + "[" + std::to_string(j) + "]");
           }
+          ++next_grad;
+        } else {
+          for (size_t j = 0; j < list.size() && next_grad < num_tensor_returns; ++j, ++next_grad) {
+            pair(list.get(j), incoming[next_grad], "gradient " + std::to_string(next_grad));
+          }
         }
-        ++next_grad;
       }
     }
     std::vector<at::Tensor> leaf_grads(leaves.size());
@@ -729,6 +867,23 @@ bool has_meta_kernel(const c10::OperatorHandle& handle) {
   return handle.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta);
 }
 
+// Ops whose ATen 1.13 argument list cannot take the arguments of PyTorch's current schema (the
+// one opconform's reference has): defined with ATen's schema so that the host reports the
+// difference, never implemented. Every other difference between ATen 1.13's schemas and the
+// reference's is SymInt spelled int (the same at a call), listed in docs/aten-differences.md;
+// should the host's schema differ in another way, the call fails with OPC_NOT_IMPLEMENTED saying
+// so (make_stack compares the argument count and each argument's kind).
+bool incompatible_with_host(const std::string& op) {
+  static const char* const kIncompatible[] = {
+      // 1.13: (Tensor self, int[1]? dim, *, int? correction, bool keepdim=False); PyTorch >= 2.0:
+      // Scalar? correction=None — a float correction (0.5) cannot be passed to 1.13.
+      "aten::var.correction",
+  };
+  for (const char* name : kIncompatible)
+    if (op == name) return true;
+  return false;
+}
+
 std::string qualified_name(const c10::OperatorName& name) {
   return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
 }
@@ -736,6 +891,8 @@ std::string qualified_name(const c10::OperatorName& name) {
 OpcStatus register_ops(const OpcRegistrar* r) {
   if (r == nullptr || r->version != OPC_PLUGIN_ABI_VERSION || r->size < sizeof(OpcRegistrar)) return OPC_ABI_MISMATCH;
   try {
+    static std::mutex registering;  // entries() is shared by every load of the library
+    const std::lock_guard<std::mutex> lock(registering);
     std::vector<c10::OperatorName> names = c10::Dispatcher::singleton().getAllOpNames();
     std::vector<std::string> qualified;
     for (const auto& name : names) {
@@ -749,11 +906,18 @@ OpcStatus register_ops(const OpcRegistrar* r) {
       const std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
       const c10::optional<c10::OperatorHandle> handle = c10::Dispatcher::singleton().findSchema({base, overload});
       if (!handle) continue;  // a name without a schema (no op to call)
-      OpEntry& entry = entries().emplace_back(OpEntry{full, *handle, c10::toString(handle->schema())});
-      // The host compares ATen's schema with its own: a difference is a load problem it reports.
-      OpcStatus status = r->define(r->host, entry.schema_string.c_str());
-      (void)status;  // a differing schema does not stop the op: the call checks the argument list
-      status = r->impl(r->host, full.c_str(), OPC_KERNEL_CPU, &cpu_kernel, &entry);
+      OpEntry& entry = entries()
+                           .try_emplace(full, OpEntry{full, *handle, c10::toString(handle->schema()),
+                                                      handle->hasTag(at::Tag::nondeterministic_seeded)})
+                           .first->second;
+      if (incompatible_with_host(full)) {
+        // ATen's own schema: the host compares it with its own and reports the difference as a
+        // load problem (the op is left out); no kernel, its argument list cannot be passed on.
+        const OpcStatus status = r->define(r->host, entry.schema_string.c_str());
+        if (status != OPC_OK) return status;
+        continue;
+      }
+      OpcStatus status = r->impl(r->host, full.c_str(), OPC_KERNEL_CPU, &cpu_kernel, &entry);
       if (status != OPC_OK) return status;
       if (has_meta_kernel(entry.handle)) {
         status = r->impl(r->host, full.c_str(), OPC_KERNEL_FAKE, &fake_kernel, &entry);

@@ -58,11 +58,72 @@ struct CallArena {
   std::vector<std::pair<OpcDLManagedTensorVersioned*, Tensor>> args;  // argument tensors (host-owned)
   std::vector<OpcDLManagedTensorVersioned*> created;                  // new_tensor, not yet returned
   std::vector<std::pair<OpcDLManagedTensorVersioned*, Tensor>> taken; // results already imported
+  std::vector<OpcDLManagedTensorVersioned*> foreign;  // the plugin's own returned tensors, not yet imported
 
   ~CallArena() {
     for (auto& [m, t] : args) release(m);
     for (auto* m : created) release(m);
+    for (auto* m : foreign) release(m);
     for (void* b : blocks) std::free(b);
+  }
+
+  // Ownership of m passed to a Tensor (from_dlpack): forget it.
+  void handed_over(OpcDLManagedTensorVersioned* m) {
+    std::erase(created, m);
+    std::erase(foreign, m);
+  }
+
+  bool is_argument(const OpcDLManagedTensorVersioned* m) const {
+    for (const auto& [p, t] : args)
+      if (p == m) return true;
+    return false;
+  }
+
+  // Every tensor the plugin returned that is its own (neither an argument nor from new_tensor):
+  // from now on the arena releases it unless it is imported, whatever path the call takes.
+  void adopt_returns(const std::vector<OpcValue>& returns) {
+    auto adopt = [&](OpcDLManagedTensorVersioned* m) {
+      if (m == nullptr || is_argument(m) || std::find(created.begin(), created.end(), m) != created.end() ||
+          std::find(foreign.begin(), foreign.end(), m) != foreign.end())
+        return;
+      foreign.push_back(m);
+    };
+    for (const OpcValue& v : returns) {
+      if (v.tag == OPC_TAG_TENSOR) adopt(v.u.tensor);
+      if (v.tag == OPC_TAG_LIST && v.u.list.items != nullptr && v.u.list.size > 0 && v.u.list.size <= (1 << 20))
+        for (int64_t i = 0; i < v.u.list.size; ++i)
+          if (v.u.list.items[i].tag == OPC_TAG_TENSOR) adopt(v.u.list.items[i].u.tensor);
+    }
+  }
+
+  // A returned tensor whose memory lies inside an argument's storage is a view of that argument:
+  // it is made as one (sharing the storage, its version counter and lifetime), not imported as a
+  // separate memory block that would dangle when the argument dies.
+  std::optional<Tensor> view_of_argument(const DLTensor& d) const {
+    DType dtype;
+    try {
+      dtype = from_dlpack_dtype(d.dtype);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    if (d.data == nullptr || d.ndim < 0 || d.ndim > kMaxDLPackDims || (d.ndim > 0 && d.shape == nullptr)) return std::nullopt;
+    const char* first = static_cast<const char*>(d.data) + d.byte_offset;
+    for (const auto& [p, t] : args) {
+      if (!t.defined() || t.is_fake() || t.dtype() != dtype || t.storage() == nullptr) continue;
+      const char* base = static_cast<const char*>(t.storage()->data());
+      if (base == nullptr || first < base || first >= base + t.storage()->nbytes()) continue;
+      const int64_t item = static_cast<int64_t>(itemsize(dtype));
+      if ((first - base) % item != 0) continue;
+      std::vector<int64_t> shape(d.shape, d.shape + d.ndim);
+      std::vector<int64_t> strides = d.strides != nullptr ? std::vector<int64_t>(d.strides, d.strides + d.ndim)
+                                                          : contiguous_strides(shape);
+      try {
+        return t.as_strided(shape, strides, (first - base) / item);
+      } catch (const Error&) {
+        return std::nullopt;  // out of the argument's storage: not a view of it
+      }
+    }
+    return std::nullopt;
   }
 
   OpcDLManagedTensorVersioned* export_tensor(const Tensor& t, bool writable) {
@@ -149,6 +210,7 @@ struct CallArena {
 
 void* arena_alloc(void* host, size_t bytes) {
   auto* a = static_cast<CallArena*>(host);
+  if (bytes > (size_t{1} << 48)) return nullptr;  // no such request is real; (bytes + 15) must not wrap
   void* p = std::aligned_alloc(16, std::max<size_t>(16, (bytes + 15) / 16 * 16));
   if (p != nullptr) {
     try {
@@ -228,12 +290,16 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
   const std::string where = "operator '" + op_name + "', plugin '" + library + "' (" + std::string(kind) + " kernel)";
   CallArena arena;
   arena.fake = fake;
+  // The device of the call: the first tensor argument's (in a list too), else a Device argument's.
+  std::optional<Device> device;
   for (const auto& v : args) {
-    if (const Tensor* t = v.get_if<Tensor>(); t != nullptr && t->defined()) {
-      arena.device = t->device().is_meta() ? Device::cpu() : t->device();
-      break;
-    }
+    if (device) break;
+    if (const Tensor* t = v.get_if<Tensor>(); t != nullptr && t->defined()) device = t->device();
+    if (const auto* list = v.get_if<std::vector<Tensor>>(); list != nullptr && !list->empty()) device = list->front().device();
   }
+  for (const auto& v : args)
+    if (const Device* d = v.get_if<Device>(); d != nullptr && !device) device = *d;
+  arena.device = device && !device->is_meta() ? *device : Device::cpu();
   std::vector<OpcValue> in;
   in.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) in.push_back(arena.to_value(args[i], i < writable.size() && writable[i]));
@@ -250,43 +316,51 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
   ctx.set_error = arena_set_error;
   const OpcStatus status = kernel.fn(&ctx, in.data(), static_cast<int64_t>(in.size()), out.data(),
                                      static_cast<int64_t>(out.size()), kernel.user_data);
+  arena.adopt_returns(out);  // released on every path below unless imported
   if (status != OPC_OK) {
     throw Error(error_code_of(status), where + " returned " + std::string(status_name(status)) +
                                            (arena.error.empty() ? std::string(" (no message)") : ": " + arena.error));
   }
 
-  // One result tensor: an argument handed back, a tensor already taken, or a new one imported.
+  // One result tensor: an argument handed back, a tensor already taken, a view of an argument, or
+  // a new one imported. What is not imported stays with the arena, which releases it.
   auto take_tensor = [&](OpcDLManagedTensorVersioned* m, size_t index) -> Tensor {
     OPCONFORM_CHECK(m != nullptr, ErrorCode::kSchemaMismatch, where, ": return ", index, " is a NULL tensor");
     for (auto& [p, t] : arena.args)
       if (p == m) return t;
     for (auto& [p, t] : arena.taken)
       if (p == m) return t;
-    auto created = std::find(arena.created.begin(), arena.created.end(), m);
     Tensor t;
     try {
+      const DLTensor& d = m->dl_tensor;
       if (fake) {
-        const DLTensor& d = m->dl_tensor;
         OPCONFORM_CHECK(d.ndim >= 0 && d.ndim <= kMaxDLPackDims && (d.ndim == 0 || d.shape != nullptr),
                         ErrorCode::kDLPack, "bad ndim/shape");
         std::vector<int64_t> shape(d.shape, d.shape + d.ndim);
         std::vector<int64_t> st = d.strides != nullptr ? std::vector<int64_t>(d.strides, d.strides + d.ndim)
                                                        : contiguous_strides(shape);
-        for (int i = 0; i < d.ndim; ++i)
+        int64_t extent = 1;
+        for (int i = 0; i < d.ndim; ++i) {
           OPCONFORM_CHECK(shape[i] >= 0 && st[i] >= 0, ErrorCode::kDLPack, "negative size or stride");
-        // Inside the fake kernel's FakeTensorMode the factory makes a fake tensor.
-        t = empty_strided(shape, st, TensorOptions{from_dlpack_dtype(d.dtype), arena.device});
-        if (created == arena.created.end()) release(m);  // a descriptor of the plugin's own: done with it
+          extent += shape[i] == 0 ? 0 : (shape[i] - 1) * st[i];
+        }
+        const DType dtype = from_dlpack_dtype(d.dtype);
+        const uint64_t item = itemsize(dtype);
+        OPCONFORM_CHECK(d.byte_offset % item == 0, ErrorCode::kDLPack, "byte_offset ", d.byte_offset,
+                        " is not a multiple of the item size");
+        const int64_t offset = static_cast<int64_t>(d.byte_offset / item);
+        // Inside the fake kernel's FakeTensorMode the factory makes a fake tensor; a byte_offset
+        // becomes its storage offset.
+        t = offset == 0 ? empty_strided(shape, st, TensorOptions{dtype, arena.device})
+                        : empty({offset + extent}, TensorOptions{dtype, arena.device}).as_strided(shape, st, offset);
+      } else if (auto view = arena.view_of_argument(d)) {
+        t = *view;
       } else {
         t = from_dlpack(m);  // owns m from here on
+        arena.handed_over(m);
       }
     } catch (const std::exception& e) {
-      if (created == arena.created.end() && !fake) release(m);
       throw Error(ErrorCode::kDLPack, where + ": return " + std::to_string(index) + " is not a valid tensor: " + e.what());
-    }
-    if (created != arena.created.end()) {
-      if (fake) release(m);
-      arena.created.erase(created);
     }
     arena.taken.emplace_back(m, t);
     return t;

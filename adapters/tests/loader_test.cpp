@@ -209,6 +209,53 @@ TEST(Loader, MalformedResultsAreErrorsNotCrashes) {
   }
 }
 
+// A view a plugin returns as its own managed tensor (as the ATen adapter does) points into the
+// argument's memory: it must come back as a view of the argument, alive as long as it is used.
+TEST(Loader, AReturnedViewSharesTheArgumentsStorage) {
+  struct Own {
+    OpcDLManagedTensorVersioned managed{};
+    int64_t shape[1] = {2};
+    int64_t strides[1] = {2};
+  };
+  static int deleted = 0;
+  auto every_other = [](const OpcCallContext*, const OpcValue* args, int64_t, OpcValue* returns, int64_t,
+                        void*) -> OpcStatus {
+    auto* own = new Own;
+    own->managed.version = {1, 0};
+    own->managed.manager_ctx = own;
+    own->managed.deleter = [](OpcDLManagedTensorVersioned* self) {
+      ++deleted;
+      delete static_cast<Own*>(self->manager_ctx);
+    };
+    own->managed.dl_tensor = args[0].u.tensor->dl_tensor;
+    own->managed.dl_tensor.ndim = 1;
+    own->managed.dl_tensor.shape = own->shape;
+    own->managed.dl_tensor.strides = own->strides;
+    own->managed.dl_tensor.byte_offset += sizeof(double);  // from element 1
+    returns[0].tag = OPC_TAG_TENSOR;
+    returns[0].u.tensor = &own->managed;
+    return OPC_OK;
+  };
+  static OpcKernelFn fn = every_other;
+  auto reg = [](const OpcRegistrar* r) -> OpcStatus {
+    OpcStatus s = r->define(r->host, "t::odd(Tensor(a) x) -> Tensor(a)");
+    return s == OPC_OK ? r->impl(r->host, "t::odd", OPC_KERNEL_CPU, fn, nullptr) : s;
+  };
+  static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), "views", "1", reg, 0};
+  Registry registry;
+  auto lib = load_plugin(&plugin, registry);
+  Tensor view;
+  {
+    Tensor x = from_vector<double>({0, 1, 2, 3}, {4});
+    view = call(registry, "t::odd", {x})[0].to_tensor();
+    EXPECT_EQ(view.storage(), x.storage()) << "a view of the argument, not a copy or a second block";
+    EXPECT_EQ(view.storage_offset(), 1);
+    x.fill_(Scalar(7.0));
+  }
+  EXPECT_EQ(deleted, 1) << "the plugin's own descriptor is released once";
+  EXPECT_EQ(view.to_vector<double>(), (std::vector<double>{7, 7})) << "alive after the argument died, and aliasing it";
+}
+
 // ---- registration failures: each a PluginError naming the library ----
 
 std::string load_error(const OpcPlugin* plugin, const Registry* schemas = nullptr) {
