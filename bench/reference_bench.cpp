@@ -76,7 +76,7 @@ void run_reference(benchmark::State& state, int jobs) {
     request.plan.samples = kSamples;
     request.jobs = jobs;
     request.write_reports = false;
-    auto report = harness::run_conformance(request);
+    auto report = harness::run_conformance(request).report;
     results = report.results.size();
     failing = report.count(reports::Outcome::failed) + report.count(reports::Outcome::crashed);
   }

@@ -321,6 +321,16 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
     throw Error(error_code_of(status), where + " returned " + std::string(status_name(status)) +
                                            (arena.error.empty() ? std::string(" (no message)") : ": " + arena.error));
   }
+  // A write through DLPack bypasses the tensors' version counters: count one for each argument
+  // the schema lets the kernel write (as an in-place call through the Tensor API would).
+  if (!fake) {
+    for (size_t i = 0; i < args.size() && i < writable.size(); ++i) {
+      if (!writable[i]) continue;
+      if (const Tensor* t = args[i].get_if<Tensor>(); t != nullptr && t->defined()) t->bump_version();
+      if (const auto* list = args[i].get_if<std::vector<Tensor>>())
+        for (const Tensor& t : *list) t.bump_version();
+    }
+  }
 
   // One result tensor: an argument handed back, a tensor already taken, a view of an argument, or
   // a new one imported. What is not imported stays with the arena, which releases it.

@@ -40,6 +40,7 @@ std::string comparable_schema(const FunctionSchema& s) {
 
 struct OpState {
   FunctionSchema schema;
+  bool defined_from_reference = false;  // implemented by name, the schema taken from the reference
   std::map<OpcKernelKind, PluginKernel> kernels;
   std::optional<std::vector<DType>> dtypes;
 };
@@ -93,8 +94,15 @@ class PluginLibrary final : public LoadedLibrary {
     OPCONFORM_CHECK(!schema.ns.empty(), ErrorCode::kRegistration, "define: the schema '", text,
                     "' needs a qualified name (\"mylib::op(...)\")");
     const std::string op = schema.full_name();
-    OPCONFORM_CHECK(ops_.count(op) == 0 && left_out_.count(op) == 0, ErrorCode::kRegistration,
-                    "define: operator '", op, "' is defined twice");
+    if (auto it = ops_.find(op); it != ops_.end()) {
+      // Defining an op after implementing it (its schema taken from the reference) is fine when
+      // the two agree.
+      OPCONFORM_CHECK(it->second.defined_from_reference && comparable_schema(it->second.schema) == comparable_schema(schema),
+                      ErrorCode::kRegistration, "define: operator '", op, "' is defined twice");
+      return;
+    }
+    OPCONFORM_CHECK(left_out_.count(op) == 0, ErrorCode::kRegistration, "define: operator '", op, "' is defined twice");
+    std::vector<Tag> tags;
     if (options.schemas != nullptr) {
       if (auto known = options.schemas->find(op); known && known->has_schema()) {
         if (comparable_schema(known->schema()) != comparable_schema(schema)) {
@@ -103,11 +111,12 @@ class PluginLibrary final : public LoadedLibrary {
           left_out_.insert(op);
           return;
         }
+        tags = known->tags();  // the same op is checked the same way, defined or not
       }
     }
     OPCONFORM_CHECK(!defined_in_registry(op), ErrorCode::kRegistration, "define: operator '", op,
                     "' is already defined in the registry the plugin is loaded into");
-    handles.push_back(registry->define(schema, {}, source()));
+    handles.push_back(registry->define(schema, tags, source()));
     ops_[op].schema = std::move(schema);
   }
 
@@ -122,10 +131,10 @@ class PluginLibrary final : public LoadedLibrary {
                     kind_name(kind), " kernels");
     state.kernels[kind] = {fn, user_data};
     switch (kind) {
-      case OPC_KERNEL_CPU: handles.push_back(registry->impl(op, DispatchKey::CPU, real_kernel(op, kind), source())); break;
-      case OPC_KERNEL_CUDA: handles.push_back(registry->impl(op, DispatchKey::CUDA, real_kernel(op, kind), source())); break;
+      case OPC_KERNEL_CPU: handles.push_back(registry->impl(op, DispatchKey::CPU, boxed_kernel(op, kind), source())); break;
+      case OPC_KERNEL_CUDA: handles.push_back(registry->impl(op, DispatchKey::CUDA, boxed_kernel(op, kind), source())); break;
       case OPC_KERNEL_FAKE:
-        handles.push_back(registry->impl(op, DispatchKey::Fake, wrap_fake_kernel(fake_kernel(op)), source()));
+        handles.push_back(registry->impl(op, DispatchKey::Fake, wrap_fake_kernel(boxed_kernel(op, kind)), source()));
         break;
       case OPC_KERNEL_BACKWARD:
         handles.push_back(registry->impl(op, DispatchKey::Autograd, autograd_kernel(op), source()));
@@ -155,6 +164,7 @@ class PluginLibrary final : public LoadedLibrary {
     handles.push_back(registry->define(known->schema(), known->tags(), source()));
     OpState& state = ops_[op];
     state.schema = known->schema();
+    state.defined_from_reference = true;
     return state;
   }
 
@@ -173,24 +183,14 @@ class PluginLibrary final : public LoadedLibrary {
     return w;
   }
 
-  KernelFunction real_kernel(const std::string& op, OpcKernelKind kind) {
+  // The boxed kernel that calls the plugin's `kind` kernel (fake: data-less tensors both ways).
+  KernelFunction boxed_kernel(const std::string& op, OpcKernelKind kind) {
     PluginKernel k = ops_[op].kernels[kind];
     return KernelFunction::from_boxed([this, op, k, kind](const OperatorHandle& handle, DispatchKeySet, Stack& stack) {
       const FunctionSchema& schema = handle.schema();
       auto args = pop_arguments(schema, stack);
       auto results = detail::call_plugin_kernel(k, name_, op, kind_name(kind), args, writable_arguments(schema),
-                                                schema.returns, false);
-      for (auto& r : results) stack.push_back(std::move(r));
-    });
-  }
-
-  KernelFunction fake_kernel(const std::string& op) {
-    PluginKernel k = ops_[op].kernels[OPC_KERNEL_FAKE];
-    return KernelFunction::from_boxed([this, op, k](const OperatorHandle& handle, DispatchKeySet, Stack& stack) {
-      const FunctionSchema& schema = handle.schema();
-      auto args = pop_arguments(schema, stack);
-      auto results =
-          detail::call_plugin_kernel(k, name_, op, "fake", args, writable_arguments(schema), schema.returns, true);
+                                                schema.returns, kind == OPC_KERNEL_FAKE);
       for (auto& r : results) stack.push_back(std::move(r));
     });
   }
@@ -316,16 +316,16 @@ std::unique_ptr<LoadedLibrary> register_plugin(std::unique_ptr<PluginLibrary> li
   registrar.impl = registrar_impl;
   registrar.declare_dtypes = registrar_declare_dtypes;
   registrar.host_knows = registrar_host_knows;
-  const std::string label = lib->name_ + "' (" + origin;
+  const std::string label = lib->name_ + " (" + origin + ")";
   OpcStatus status = OPC_ERROR;
   try {
     status = plugin->register_ops(&registrar);
   } catch (...) {
     // A C++ plugin let an exception out: the ABI forbids it, but the load can still fail cleanly.
-    throw PluginError(label + ")", "register_ops threw a C++ exception across the C ABI");
+    throw PluginError(label, "register_ops threw a C++ exception across the C ABI");
   }
   if (status != OPC_OK) {
-    throw PluginError(label + ")", "register_ops failed with status " + std::to_string(status) +
+    throw PluginError(label, "register_ops failed with status " + std::to_string(status) +
                                        (lib->last_error.empty() ? std::string() : ": " + lib->last_error));
   }
   return lib;

@@ -18,14 +18,14 @@ uint64_t seed_in(const std::string& repro) {
   return std::strtoull(repro.c_str() + key.size(), nullptr, 10);
 }
 
+}  // namespace
+
 std::string quoted(const std::string& s) {
-  if (s.find_first_of(" *?[]'\"$\\") == std::string::npos) return s;
+  if (!s.empty() && s.find_first_of(" *?[]'\"$\\;&|<>()`~#") == std::string::npos) return s;
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
 }
-
-}  // namespace
 
 std::string repro_line(const std::string& prefix, const reports::CaseResult& r, uint64_t seed) {
   std::string line = prefix + " --ops " + quoted(r.op) + " --checks " + r.check + " --device " + r.device;

@@ -105,8 +105,17 @@ struct RunFlags {
   }
 };
 
-int exit_status(const reports::Report& report, const RunRequest& request) {
-  return reports::fails(report, request.fail_on) ? 1 : 0;
+// 1 when a result has an outcome of --fail-on, or the library could not be loaded at all
+// (whatever --fail-on says); 2 when the filters matched nothing (a typo must not pass CI).
+int exit_status(const RunOutcome& run, const RunRequest& request) {
+  if (run.load_failed || reports::fails(run.report, request.fail_on)) return 1;
+  if (run.planned_cases == 0) {
+    std::cerr << "opconform: no case matches --ops '" << request.plan.ops << "'"
+              << (request.plan.dtypes.empty() ? "" : ", --dtype") << (request.plan.shard.count > 1 ? ", --shard" : "")
+              << " (opconform list shows the operators)\n";
+    return 2;
+  }
+  return 0;
 }
 
 int list_command(const std::string& library, bool checks_only, const std::string& markdown) {
@@ -192,22 +201,17 @@ int report_diff_command(const std::string& before, const std::string& after, con
   const std::string text = reports::format_diff(d);
   if (!markdown.empty()) reports::write_atomically(markdown, text);
   std::cout << text;
-  return d.regressions.empty() ? 0 : 1;
+  // Results that vanished (a library that no longer loads, an op dropped) fail it too.
+  return d.regressions.empty() && d.removed_ops.empty() ? 0 : 1;
 }
 
 int report_merge_command(const std::vector<std::string>& inputs, const RunRequest& outputs) {
   std::vector<reports::Report> shards;
   for (const auto& path : inputs) shards.push_back(read_report(path));
   const reports::Report merged = reports::merge(shards);
-  const std::filesystem::path dir = outputs.report_dir;
-  auto write = [&](const std::optional<std::string>& given, const char* file, std::string (*to)(const reports::Report&)) {
-    const std::string path = given ? *given : (dir / file).string();
-    if (!path.empty()) reports::write_atomically(path, to(merged)), std::cerr << "opconform: wrote " << path << "\n";
-  };
-  write(outputs.json, "report.json", reports::to_json);
-  write(outputs.junit, "junit.xml", reports::to_junit);
-  write(outputs.markdown, "report.md", reports::to_markdown);
-  write(outputs.html, "report.html", reports::to_html);
+  for (const auto& path : reports::write_report_files(
+           merged, {outputs.report_dir, outputs.json, outputs.junit, outputs.markdown, outputs.html}))
+    std::cerr << "opconform: wrote " << path << "\n";
   std::cout << "opconform report merge: " << shards.size() << " reports, " << merged.results.size() << " results\n";
   return reports::fails(merged, reports::default_fail_on()) ? 1 : 0;
 }
@@ -314,6 +318,12 @@ int opconform_main(const std::vector<std::string>& args) {
       request = (*run ? run_flags : check_flags).finish(args);
       request.against_reference = *check && against == "reference";
       validate(request.plan);
+      for (const auto& c : request.plan.checks) {
+        if (c == "reference_agreement" && !request.against_reference)
+          throw Error(ErrorCode::kInvalidArgument,
+                      "--checks reference_agreement needs a reference to compare with: opconform check --library ... "
+                      "--against reference");
+      }
     } catch (const std::exception& e) {
       std::cerr << "opconform: " << e.what() << "\n";
       return 2;

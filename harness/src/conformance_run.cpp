@@ -1,5 +1,9 @@
 #include "opconform/harness/conformance_run.h"
 
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,9 +33,9 @@ std::string utc_now() {
 
 // Loads the plugin once in a child process first: a library whose registration crashes (a
 // constructor, register_ops) is reported as such instead of taking the harness down.
-std::optional<reports::CaseResult> probe_load(const std::string& path, Registry& schemas) {
+std::optional<reports::CaseResult> probe_load(const std::string& path, Registry& schemas, double timeout_s) {
   int fds[2];
-  if (::pipe(fds) != 0) return std::nullopt;  // no probe: load directly
+  if (::pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;  // no probe: load directly
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -54,12 +58,32 @@ std::optional<reports::CaseResult> probe_load(const std::string& path, Registry&
   ::close(fds[1]);
   std::string message;
   char chunk[4096];
-  for (ssize_t n; (n = ::read(fds[0], chunk, sizeof chunk)) > 0;) message.append(chunk, static_cast<size_t>(n));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 60'000))) <= 0) continue;
+    const ssize_t n = ::read(fds[0], chunk, sizeof chunk);
+    if (n <= 0) break;
+    message.append(chunk, static_cast<size_t>(n));
+  }
   ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
   reports::CaseResult r;
   r.op = path, r.check = "load";
+  if (timed_out) {
+    r.outcome = reports::Outcome::timed_out;
+    r.message = "plugin '" + path + "': loading it did not finish within " + std::to_string(static_cast<int>(timeout_s)) +
+                " s (a library constructor or register_ops that never returns?)";
+    return r;
+  }
   if (WIFSIGNALED(status)) {
     r.outcome = reports::Outcome::crashed;
     r.message = "plugin '" + path + "': loading it crashed the process (" + describe_signal(WTERMSIG(status)) +
@@ -73,27 +97,11 @@ std::optional<reports::CaseResult> probe_load(const std::string& path, Registry&
 }
 
 void write_reports(const RunRequest& request, const reports::Report& report) {
-  const std::filesystem::path dir = request.report_dir;
-  auto path_of = [&](const std::optional<std::string>& given, const char* file) -> std::string {
-    if (given) return *given;
-    return (dir / file).string();
-  };
-  const struct {
-    std::string path;
-    std::string (*write)(const reports::Report&);
-  } outputs[] = {
-      {path_of(request.json, "report.json"), reports::to_json},
-      {path_of(request.junit, "junit.xml"), reports::to_junit},
-      {path_of(request.markdown, "report.md"), reports::to_markdown},
-      {path_of(request.html, "report.html"), reports::to_html},
-  };
-  std::string written;
-  for (const auto& o : outputs) {
-    if (o.path.empty()) continue;
-    reports::write_atomically(o.path, o.write(report));
-    written += (written.empty() ? "" : ", ") + o.path;
-  }
-  if (!written.empty()) std::fprintf(stderr, "opconform: report written: %s\n", written.c_str());
+  const auto written = reports::write_report_files(
+      report, {request.report_dir, request.json, request.junit, request.markdown, request.html});
+  std::string list;
+  for (const auto& p : written) list += (list.empty() ? "" : ", ") + p;
+  if (!list.empty()) std::fprintf(stderr, "opconform: report written: %s\n", list.c_str());
 }
 
 void print_verbose(const std::vector<reports::CaseResult>& results) {
@@ -110,9 +118,10 @@ void print_verbose(const std::vector<reports::CaseResult>& results) {
 
 }  // namespace
 
-reports::Report run_conformance(const RunRequest& request) {
+RunOutcome run_conformance(const RunRequest& request) {
   const auto start = std::chrono::steady_clock::now();
-  reports::Report report;
+  RunOutcome outcome;
+  reports::Report& report = outcome.report;
   report.info.tool_version = OPCONFORM_VERSION;
   report.info.command = request.command;
   report.info.started_at = utc_now();
@@ -126,12 +135,13 @@ reports::Report run_conformance(const RunRequest& request) {
   auto registration = reference::register_reference_ops(reference);
   Registry library_registry;
   std::unique_ptr<adapters::LoadedLibrary> library;
+  std::vector<reports::CaseResult> load_results;
   std::string repro_prefix = "opconform run";
   if (!request.library.empty()) {
     report.info.library_path = request.library;
     report.info.library = request.library;
-    repro_prefix = "opconform check --library " + request.library + (request.against_reference ? "" : " --against none");
-    std::optional<reports::CaseResult> failure = probe_load(request.library, reference);
+    repro_prefix = "opconform check --library " + quoted(request.library) + (request.against_reference ? "" : " --against none");
+    std::optional<reports::CaseResult> failure = probe_load(request.library, reference, request.timeout_s);
     if (!failure) {
       try {
         library = adapters::load_plugin(request.library, library_registry, {.schemas = &reference});
@@ -139,14 +149,16 @@ reports::Report run_conformance(const RunRequest& request) {
         failure = reports::CaseResult{request.library, "load", "", "", reports::Outcome::failed, e.what(), "", {}, 0};
       }
     }
+    // Load results belong to shard 0 only (so shard reports merge), and to the ops --ops names.
+    outcome.load_failed = failure.has_value();
     if (failure) {
       // The report still says what happened; nothing else can run.
-      report.results.push_back(*failure);
-      std::fprintf(stderr, "opconform: %s\n", failure->message.c_str());
+      if (request.plan.shard.index == 0) load_results.push_back(*failure);
     } else {
       report.info.library = library->name() + (library->version().empty() ? "" : " " + library->version());
       for (const auto& p : library->problems()) {
-        report.results.push_back({p.op, "load", "", "", reports::Outcome::failed, p.message, "", {}, 0});
+        if (request.plan.shard.index == 0 && fnmatch(request.plan.ops.c_str(), p.op.c_str(), 0) == 0)
+          load_results.push_back({p.op, "load", "", "", reports::Outcome::failed, p.message, "", {}, 0});
       }
     }
   } else {
@@ -162,10 +174,16 @@ reports::Report run_conformance(const RunRequest& request) {
     cases = plan_cases(under_test, library.get(), plan);
   }
 
-  reports::ConsoleListener console(stderr, reports::console_options_for(stderr));
+  reports::ConsoleOptions console_options = reports::console_options_for(stderr);
+  console_options.fail_on = request.fail_on;
+  reports::ConsoleListener console(stderr, console_options);
   reports::Listeners listeners;
   listeners.add(console);
   listeners.on_run_start(report.info, cases.size());
+  if (!load_results.empty()) {
+    listeners.on_case_done(load_results, 0, cases.size());
+    report.results = load_results;
+  }
 
   CaseContext context{under_test, request.against_reference ? &reference : nullptr, request.plan.samples,
                       request.plan.seed, repro_prefix};
@@ -191,14 +209,16 @@ reports::Report run_conformance(const RunRequest& request) {
           },
           on_result);
     };
-    run_isolated(cases, run, {request.jobs, request.timeout_s}, finished);
+    auto repro = [&](const reports::CaseResult& r) { return repro_line(repro_prefix, r, request.plan.seed.value_or(0)); };
+    run_isolated(cases, run, {request.jobs, request.timeout_s, repro}, finished);
   }
   for (auto& results : by_case)
     for (auto& r : results) report.results.push_back(std::move(r));
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   listeners.on_run_end(report);
   if (request.write_reports) write_reports(request, report);
-  return report;
+  outcome.planned_cases = cases.size();
+  return outcome;
 }
 
 }  // namespace opconform::harness

@@ -1,6 +1,8 @@
 #include "opconform/harness/plan.h"
 
 #include <fnmatch.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -26,6 +28,18 @@ int parse_int(std::string_view text, const std::string& what) {
 template <typename T>
 bool contains(const std::vector<T>& v, const T& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// Whether a GPU is usable, asked in a child process: the harness forks its workers later, and a
+// process that has initialised CUDA must not fork (CUDA state is not fork-safe).
+bool cuda_available_in_a_child() {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0) _exit(cuda::is_available() ? 0 : 1);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 }  // namespace
@@ -64,7 +78,7 @@ void validate(const PlanOptions& options) {
   for (const auto& d : options.devices) {
     OPCONFORM_CHECK(d == "cpu" || d == "cuda", ErrorCode::kInvalidArgument, "--device '", d,
                     "': known devices are cpu and cuda");
-    OPCONFORM_CHECK(d != "cuda" || cuda::is_available(), ErrorCode::kDevice,
+    OPCONFORM_CHECK(d != "cuda" || cuda_available_in_a_child(), ErrorCode::kDevice,
                     "--device cuda: no CUDA device is available on this machine (or this build has no CUDA)");
   }
   for (const auto& d : options.dtypes)

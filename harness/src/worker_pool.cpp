@@ -1,7 +1,9 @@
 #include "opconform/harness/worker_pool.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,37 +11,16 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "opconform/core/error.h"
+#include "opconform/reports/writers.h"
 
 namespace opconform::harness {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using reports::CaseResult;
-
-// ---- one result per line, as JSON ----
-
-std::string encode(const CaseResult& r) {
-  nlohmann::json j = {{"op", r.op},         {"check", r.check},   {"device", r.device},
-                      {"dtype", r.dtype},   {"outcome", std::string(conformance::to_string(r.outcome))},
-                      {"message", r.message}, {"repro", r.repro}, {"seconds", r.seconds}};
-  if (r.minimal_input) j["minimal_input"] = *r.minimal_input;
-  // Invalid UTF-8 in a kernel's message must not stop the report: replace it.
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-CaseResult decode(const std::string& line) {
-  auto j = nlohmann::json::parse(line);
-  CaseResult r;
-  r.op = j.at("op"), r.check = j.at("check"), r.device = j.at("device"), r.dtype = j.at("dtype");
-  r.outcome = reports::parse_outcome(j.at("outcome").get<std::string>());
-  r.message = j.at("message"), r.repro = j.at("repro"), r.seconds = j.at("seconds");
-  if (j.contains("minimal_input")) r.minimal_input = j["minimal_input"].get<std::string>();
-  return r;
-}
 
 bool write_all(int fd, const std::string& s) {
   size_t done = 0;
@@ -75,7 +56,7 @@ bool write_all(int fd, const std::string& s) {
           if (!write_all(replies, "S " + std::to_string(check) + "\n")) _exit(4);
         },
         [&](const CaseResult& r) {
-          if (!write_all(replies, "R " + encode(r) + "\n")) _exit(4);
+          if (!write_all(replies, "R " + reports::result_to_json_line(r) + "\n")) _exit(4);
         });
     if (!write_all(replies, "D\n")) _exit(4);
   }
@@ -85,29 +66,28 @@ bool write_all(int fd, const std::string& s) {
 
 struct Worker {
   pid_t pid = -1;
-  int to = -1, from = -1, err = -1;
+  int to = -1, from = -1, err = -1;  // err = -1 once the worker closed its stderr
   std::string buffer;
-  std::string stderr_tail;  // the last bytes the worker wrote to stderr in this case (for crashes)
+  std::string stderr_tail;  // the last bytes the worker wrote to stderr in the running check
   bool busy = false;
   size_t case_index = 0;
   size_t running = 0;  // the check running now (index into the case's checks)
   Clock::time_point deadline;
 };
 
-struct CaseState {
-  std::vector<std::optional<CaseResult>> results;  // one per check
-  bool done = false;
-};
-
 class Pool {
  public:
   Pool(const std::vector<PlannedCase>& cases, const CaseFunction& run, const WorkerOptions& options,
        const std::function<void(size_t, std::vector<CaseResult>)>& on_done)
-      : cases_(cases), run_(run), options_(options), on_done_(on_done), state_(cases.size()) {
+      : cases_(cases), run_(run), options_(options), on_done_(on_done), results_(cases.size()) {
     for (size_t i = 0; i < cases.size(); ++i) {
-      state_[i].results.resize(cases[i].checks.size());
+      results_[i].resize(cases[i].checks.size());
       pending_.emplace_back(i, 0);
     }
+  }
+  // Whatever path leaves run() (an exception included), no worker outlives the pool.
+  ~Pool() {
+    for (auto& w : workers_) reap(w, true);
   }
 
   void run() {
@@ -116,17 +96,23 @@ class Pool {
     while (finished_ < cases_.size()) {
       for (auto& w : workers_) {
         if (w.busy || pending_.empty()) continue;
-        if (w.pid < 0) spawn(w);
         auto [case_index, first] = pending_.front();
         pending_.pop_front();
+        // An idle worker may have died between cases (nothing of ours ran): start another.
+        bool sent = false;
+        for (int attempt = 0; attempt < 2 && !sent; ++attempt) {
+          if (w.pid < 0) spawn(w);
+          sent = write_all(w.to, std::to_string(case_index) + " " + std::to_string(first) + "\n");
+          if (!sent) reap(w, true);
+        }
+        OPCONFORM_CHECK(sent, ErrorCode::kInternal, "cannot start a worker process");
         w.busy = true, w.case_index = case_index, w.running = first;
         w.stderr_tail.clear();
         w.deadline = Clock::now() + timeout();
-        if (!write_all(w.to, std::to_string(case_index) + " " + std::to_string(first) + "\n")) lost(w, "");
       }
       wait_for_events();
     }
-    for (auto& w : workers_) stop(w);
+    for (auto& w : workers_) reap(w, false);
   }
 
  private:
@@ -136,18 +122,23 @@ class Pool {
 
   void spawn(Worker& w) {
     int req[2], rep[2], err[2];
-    OPCONFORM_CHECK(::pipe(req) == 0 && ::pipe(rep) == 0 && ::pipe(err) == 0, ErrorCode::kInternal,
-                    "cannot create a pipe for a worker: ", std::strerror(errno));
+    // Close-on-exec: a process a kernel starts must not hold our pipes open (EOF is how a crash shows).
+    OPCONFORM_CHECK(::pipe2(req, O_CLOEXEC) == 0 && ::pipe2(rep, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0,
+                    ErrorCode::kInternal, "cannot create a pipe for a worker: ", std::strerror(errno));
     std::fflush(nullptr);  // nothing buffered may be written twice
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     OPCONFORM_CHECK(pid >= 0, ErrorCode::kInternal, "cannot fork a worker: ", std::strerror(errno));
     if (pid == 0) {
+      // A worker dies with the harness (a killed CI job leaves no kernel spinning).
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) _exit(0);
       ::close(req[1]), ::close(rep[0]), ::close(err[0]);
       // What a kernel prints on stderr (glibc's "double free" among it) goes with the result.
       ::dup2(err[1], STDERR_FILENO);
       ::close(err[1]);
       for (auto& other : workers_)
-        if (other.pid > 0) ::close(other.to), ::close(other.from), ::close(other.err);
+        if (other.pid > 0) ::close(other.to), ::close(other.from), other.err >= 0 && ::close(other.err);
       signal(SIGPIPE, SIG_DFL);
       default_fatal_signals();
       worker_main(req[0], rep[1], run_);
@@ -157,66 +148,79 @@ class Pool {
     w.pid = pid, w.to = req[1], w.from = rep[0], w.err = err[0];
   }
 
-  void stop(Worker& w) {
-    if (w.pid < 0) return;
-    ::close(w.to), ::close(w.from), ::close(w.err);
+  // Ends a worker (SIGKILL first when `kill`), closes its pipes, returns its wait status.
+  int reap(Worker& w, bool kill) {
+    if (w.pid < 0) return 0;
+    if (kill) ::kill(w.pid, SIGKILL);
+    drain_stderr(w);
+    ::close(w.to), ::close(w.from);
+    if (w.err >= 0) ::close(w.err);
     int status = 0;
-    ::waitpid(w.pid, &status, 0);
-    w.pid = -1;
+    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    w.pid = -1, w.err = -1;
+    return status;
   }
 
-  // The worker is gone (died, or killed by us): the running check gets `outcome`, a fresh worker
-  // continues with the next check of the case.
-  void lost(Worker& w, const std::string& why, conformance::Outcome outcome = conformance::Outcome::crashed) {
-    std::string reason = why;
-    if (outcome == conformance::Outcome::crashed) {
-      int status = 0;
-      drain_stderr(w);
-      ::close(w.to), ::close(w.from), ::close(w.err);
-      ::waitpid(w.pid, &status, 0);
-      if (WIFSIGNALED(status)) {
-        reason = "the worker process running this check was killed by " + describe_signal(WTERMSIG(status));
-      } else {
-        reason = "the worker process running this check exited with status " +
-                 std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (a kernel called exit?)";
-      }
-      w.pid = -1;
-    }
-    const PlannedCase& c = cases_[w.case_index];
-    CaseResult r;
-    r.op = c.op, r.check = c.checks[w.running], r.device = c.device, r.dtype = c.dtype;
-    r.outcome = outcome;
-    r.message = reason;
-    if (!w.stderr_tail.empty()) r.message += "; its last output on stderr: " + w.stderr_tail;
-    state_[w.case_index].results[w.running] = r;
-    w.busy = false;
-    const size_t next = w.running + 1;
-    if (next < c.checks.size()) {
-      pending_.emplace_front(w.case_index, next);
-    } else {
-      complete(w.case_index);
-    }
-  }
-
-  // Reads what the worker's stderr holds now, keeping the last 2 KB.
+  // Reads what the worker's stderr holds now (at most 64 KB per call, so a flood cannot starve
+  // the deadlines), keeping the last 2 KB; at EOF the pipe is closed and no longer polled.
   static void drain_stderr(Worker& w) {
     char chunk[4096];
-    for (;;) {
+    for (int round = 0; round < 16 && w.err >= 0; ++round) {
       pollfd p{w.err, POLLIN, 0};
-      if (::poll(&p, 1, 0) <= 0 || (p.revents & POLLIN) == 0) return;
+      if (::poll(&p, 1, 0) <= 0) return;
       ssize_t n = ::read(w.err, chunk, sizeof chunk);
-      if (n <= 0) return;
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ::close(w.err);
+        w.err = -1;
+        return;
+      }
       w.stderr_tail.append(chunk, static_cast<size_t>(n));
       if (w.stderr_tail.size() > 2048) w.stderr_tail.erase(0, w.stderr_tail.size() - 2048);
     }
   }
 
+  // The worker is gone (it died, or we killed it): the check it was running gets `outcome`; a
+  // fresh worker continues with the next check of the case.
+  void lost(Worker& w, conformance::Outcome outcome, std::string reason) {
+    auto& results = results_[w.case_index];
+    const PlannedCase& c = cases_[w.case_index];
+    // A death after the running check's result was sent (between checks) is the next check's.
+    size_t check = w.running;
+    if (check < results.size() && results[check]) ++check;
+    w.busy = false;
+    if (check >= c.checks.size()) {
+      complete(w.case_index);
+      return;
+    }
+    CaseResult r;
+    r.op = c.op, r.check = c.checks[check], r.device = c.device, r.dtype = c.dtype;
+    r.outcome = outcome;
+    r.message = std::move(reason);
+    if (!w.stderr_tail.empty()) r.message += "; its last output on stderr: " + w.stderr_tail;
+    if (options_.repro) r.repro = options_.repro(r);
+    results[check] = r;
+    if (check + 1 < c.checks.size()) {
+      pending_.emplace_front(w.case_index, check + 1);
+    } else {
+      complete(w.case_index);
+    }
+  }
+
+  void crashed(Worker& w) {
+    const int status = reap(w, false);
+    lost(w, conformance::Outcome::crashed,
+         WIFSIGNALED(status)
+             ? "the worker process running this check was killed by " + describe_signal(WTERMSIG(status))
+             : "the worker process running this check exited with status " +
+                   std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (a kernel called exit?)");
+  }
+
   void complete(size_t case_index) {
-    CaseState& s = state_[case_index];
-    s.done = true;
     ++finished_;
     std::vector<CaseResult> out;
-    for (auto& r : s.results)
+    for (auto& r : results_[case_index])
       if (r) out.push_back(*r);
     on_done_(case_index, std::move(out));
   }
@@ -225,11 +229,12 @@ class Pool {
     if (line.rfind("S ", 0) == 0) {
       w.running = std::stoul(line.substr(2));
       w.deadline = Clock::now() + timeout();
+      w.stderr_tail.clear();
     } else if (line.rfind("R ", 0) == 0) {
-      CaseResult r = decode(line.substr(2));
+      CaseResult r = reports::result_from_json_line(line.substr(2));
       const auto& checks = cases_[w.case_index].checks;
       for (size_t i = 0; i < checks.size(); ++i)
-        if (checks[i] == r.check) state_[w.case_index].results[i] = r;
+        if (checks[i] == r.check) results_[w.case_index][i] = r;
     } else if (line == "D") {
       w.busy = false;
       complete(w.case_index);
@@ -245,8 +250,10 @@ class Pool {
       if (!w.busy) continue;
       fds.push_back({w.from, POLLIN, 0});
       owners.push_back(&w);
-      fds.push_back({w.err, POLLIN, 0});
-      owners.push_back(&w);
+      if (w.err >= 0) {
+        fds.push_back({w.err, POLLIN, 0});
+        owners.push_back(&w);
+      }
       earliest = std::min(earliest, w.deadline);
     }
     if (fds.empty()) return;
@@ -255,7 +262,7 @@ class Pool {
     if (ready < 0 && errno != EINTR) throw Error(ErrorCode::kInternal, std::string("poll: ") + std::strerror(errno));
     for (size_t i = 0; i < fds.size(); ++i) {
       Worker& w = *owners[i];
-      if (fds[i].revents == 0 || !w.busy) continue;
+      if (fds[i].revents == 0 || !w.busy || w.pid < 0) continue;
       if (fds[i].fd == w.err) {
         drain_stderr(w);
         continue;
@@ -264,7 +271,7 @@ class Pool {
       ssize_t n = ::read(w.from, chunk, sizeof chunk);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        lost(w, "");
+        crashed(w);
         continue;
       }
       w.buffer.append(chunk, static_cast<size_t>(n));
@@ -278,17 +285,12 @@ class Pool {
     now = Clock::now();
     for (auto& w : workers_) {
       if (!w.busy || now < w.deadline) continue;
-      ::kill(w.pid, SIGKILL);
-      drain_stderr(w);
-      ::close(w.to), ::close(w.from), ::close(w.err);
-      int status = 0;
-      ::waitpid(w.pid, &status, 0);
-      w.pid = -1;
+      reap(w, true);
       char seconds[32];
       std::snprintf(seconds, sizeof seconds, "%g", options_.timeout_s);
-      lost(w, std::string("no result within the time-out of ") + seconds +
-                  " s: the check was stopped (a kernel that never returns?)",
-           conformance::Outcome::timed_out);
+      lost(w, conformance::Outcome::timed_out,
+           std::string("no result within the time-out of ") + seconds +
+               " s: the check was stopped (a kernel that never returns?)");
     }
   }
 
@@ -296,8 +298,8 @@ class Pool {
   const CaseFunction& run_;
   WorkerOptions options_;
   const std::function<void(size_t, std::vector<CaseResult>)>& on_done_;
-  std::vector<CaseState> state_;
-  std::deque<std::pair<size_t, size_t>> pending_;  // (case, first check)
+  std::vector<std::vector<std::optional<CaseResult>>> results_;  // per case, one per check
+  std::deque<std::pair<size_t, size_t>> pending_;                // (case, first check)
   std::vector<Worker> workers_;
   size_t finished_ = 0;
 };

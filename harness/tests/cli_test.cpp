@@ -183,8 +183,8 @@ TEST_F(Cli, ReportDiffFindsRegressions) {
   testing::internal::CaptureStdout();
   const int reverse = opconform_main({"report", "diff", (dir_ / "after/report.json").string(),
                                       (dir_ / "before/report.json").string()});
-  testing::internal::GetCapturedStdout();
-  EXPECT_EQ(reverse, 0);
+  const std::string reverse_out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(reverse, 1) << "results that vanished fail the diff:\n" << reverse_out;
 }
 
 TEST_F(Cli, UsageErrorsAreExitStatusTwo) {

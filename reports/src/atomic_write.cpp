@@ -99,4 +99,23 @@ void write_atomically(const std::filesystem::path& target, std::string_view cont
   }
 }
 
+std::vector<std::string> write_report_files(const Report& report, const ReportPaths& paths) {
+  const struct {
+    const std::optional<std::string>& given;
+    const char* file;
+    std::string (*format)(const Report&);
+  } outputs[] = {{paths.json, "report.json", to_json},
+                 {paths.junit, "junit.xml", to_junit},
+                 {paths.markdown, "report.md", to_markdown},
+                 {paths.html, "report.html", to_html}};
+  std::vector<std::string> written;
+  for (const auto& o : outputs) {
+    const std::string path = o.given ? *o.given : (paths.dir / o.file).string();
+    if (path.empty()) continue;
+    write_atomically(path, o.format(report));
+    written.push_back(path);
+  }
+  return written;
+}
+
 }  // namespace opconform::reports

@@ -145,7 +145,7 @@ void ConsoleListener::draw_progress(const std::string& text) {
 }
 
 void ConsoleListener::on_case_done(const std::vector<CaseResult>& results, size_t done, size_t total) {
-  const auto fail_on = default_fail_on();
+  const auto& fail_on = options_.fail_on;
   for (const CaseResult& r : results) {
     if (std::find(fail_on.begin(), fail_on.end(), r.outcome) != fail_on.end()) ++failures_;
   }
@@ -186,7 +186,7 @@ void ConsoleListener::on_run_end(const Report& report) {
   }
   std::fprintf(out_, "%zu results in %s s: %s\n", report.results.size(), detail::fixed(report.seconds, 1).c_str(),
                counts.c_str());
-  const bool failed = fails(report, default_fail_on());
+  const bool failed = fails(report, options_.fail_on);
   std::fprintf(out_, "%s\n",
                failed ? paint("FAIL", kRed, options_.color).c_str() : paint("PASS", color_of(Outcome::passed), options_.color).c_str());
   std::fflush(out_);

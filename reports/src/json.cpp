@@ -105,7 +105,33 @@ CaseResult read_result(const Json& j, const std::string& path) {
   return r;
 }
 
+OrderedJson result_object(const CaseResult& r) {
+  return {{"op", r.op},
+          {"check", r.check},
+          {"device", r.device},
+          {"dtype", r.dtype},
+          {"outcome", conformance::to_string(r.outcome)},
+          {"message", r.message},
+          {"repro", r.repro},
+          {"minimal_input", r.minimal_input ? OrderedJson(*r.minimal_input) : OrderedJson(nullptr)},
+          {"seconds", finite_or_zero(r.seconds)}};
+}
+
 }  // namespace
+
+std::string result_to_json_line(const CaseResult& result) {
+  return result_object(result).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+CaseResult result_from_json_line(std::string_view line) {
+  Json j;
+  try {
+    j = Json::parse(line);
+  } catch (const Json::exception& e) {
+    fail("result", std::string("not JSON: ") + e.what());
+  }
+  return read_result(j, "result");
+}
 
 std::string to_json(const Report& report) {
   const RunInfo& i = report.info;
@@ -115,17 +141,7 @@ std::string to_json(const Report& report) {
   OrderedJson summary = OrderedJson::object();
   for (Outcome o : detail::all_outcomes()) summary[std::string(conformance::to_string(o))] = report.count(o);
   OrderedJson results = OrderedJson::array();
-  for (const CaseResult& r : report.results) {
-    results.push_back({{"op", r.op},
-                       {"check", r.check},
-                       {"device", r.device},
-                       {"dtype", r.dtype},
-                       {"outcome", conformance::to_string(r.outcome)},
-                       {"message", r.message},
-                       {"repro", r.repro},
-                       {"minimal_input", r.minimal_input ? OrderedJson(*r.minimal_input) : OrderedJson(nullptr)},
-                       {"seconds", finite_or_zero(r.seconds)}});
-  }
+  for (const CaseResult& r : report.results) results.push_back(result_object(r));
   OrderedJson doc = {{"schema_version", Report::kSchemaVersion},
                      {"info", std::move(info)},
                      {"seconds", finite_or_zero(report.seconds)},

@@ -55,9 +55,23 @@
  *      a Tensor[] return counts; none when absent)]
  * and return one value per schema argument: the gradient (a tensor) or none.
  *
- * Threads: the host may call kernels from several threads; a plugin that is not thread-safe says
- * so in OpcPlugin.flags (OPC_PLUGIN_FLAG_NOT_THREAD_SAFE). The host may run kernels in a worker
- * process that it kills when a kernel crashes or hangs. */
+ * Views: a returned tensor whose memory lies inside an argument's (same dtype) is a view of that
+ * argument: return your own managed tensor pointing there (zero copy), and the host makes it a
+ * view sharing the argument's storage. In a fake call, a view's storage offset is its byte_offset
+ * (data stays NULL); that it aliases an argument cannot be said in version 1.
+ *
+ * Lifetimes: the registrar is valid only during register_ops, the call context and the arguments
+ * only during the call. A returned managed tensor must not live in ctx->alloc memory (that is
+ * freed after the call, before the host is done with the tensor).
+ *
+ * Autograd formulas get one gradient value per argument back; a Tensor[] argument (cat's) cannot
+ * receive gradients in version 1, and a formula gets the arguments as they are after the call (an
+ * in-place op's formula sees self already written).
+ *
+ * Threads and processes: opconform's harness calls a plugin's kernels from one thread per worker
+ * process; a host that calls from several threads honours OPC_PLUGIN_FLAG_NOT_THREAD_SAFE. The
+ * harness runs kernels in worker processes that it kills when a kernel crashes or hangs. Random
+ * ops cannot be seeded through the ABI in version 1. */
 #ifndef OPCONFORM_PLUGIN_H_
 #define OPCONFORM_PLUGIN_H_
 

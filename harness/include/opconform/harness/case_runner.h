@@ -28,6 +28,9 @@ std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedC
                                           const std::function<void(const std::string&)>& on_check_start = {},
                                           const std::function<void(const reports::CaseResult&)>& on_result = {});
 
+// `text` quoted for a POSIX shell when it needs it ('...').
+std::string quoted(const std::string& text);
+
 // The line that replays one result: the prefix, then --ops, --checks, --device, --dtype, --seed.
 std::string repro_line(const std::string& prefix, const reports::CaseResult& r, uint64_t seed);
 

@@ -25,7 +25,13 @@ struct RunRequest {
   std::string command;             // the command line, for the report
 };
 
-// Runs the request; returns the report (also written to the files).
-reports::Report run_conformance(const RunRequest& request);
+struct RunOutcome {
+  reports::Report report;    // also written to the files
+  bool load_failed = false;  // the library could not be loaded at all
+  size_t planned_cases = 0;  // cases this run (shard) planned: 0 means the filters matched nothing
+};
+
+// Runs the request.
+RunOutcome run_conformance(const RunRequest& request);
 
 }  // namespace opconform::harness

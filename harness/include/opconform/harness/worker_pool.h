@@ -19,6 +19,8 @@ namespace opconform::harness {
 struct WorkerOptions {
   int jobs = 1;              // worker processes
   double timeout_s = 60;     // per check
+  // The repro line of a result the harness makes itself (crashed, timed_out).
+  std::function<std::string(const reports::CaseResult&)> repro;
 };
 
 // Runs a case's checks from `first_check` on (in the worker: in-process, after fork), telling

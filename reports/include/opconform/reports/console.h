@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "opconform/reports/listener.h"
 
@@ -16,6 +17,8 @@ struct ConsoleOptions {
   bool terminal = false;  // redraw a progress bar in place
   bool color = false;     // ANSI colours
   bool quiet = false;     // only the summary
+  // The outcomes counted as failures ("N failing", FAIL at the end): the run's --fail-on.
+  std::vector<Outcome> fail_on = default_fail_on();
 };
 // The options for `stream`: terminal when isatty, colour when a terminal and NO_COLOR is unset or empty.
 ConsoleOptions console_options_for(std::FILE* stream);

@@ -3,7 +3,9 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 #include "opconform/reports/report.h"
 
@@ -14,6 +16,11 @@ std::string to_json(const Report& report);
 // Reads to_json's output back; throws opconform::Error naming what is wrong (and where) for
 // malformed JSON, a missing field, a wrong type, an unknown outcome or another schema_version.
 Report report_from_json(std::string_view text);
+// One result as a single JSON line (the object to_json writes per result): the harness's worker
+// processes send their results this way, so the two forms cannot drift apart.
+std::string result_to_json_line(const CaseResult& result);
+CaseResult result_from_json_line(std::string_view line);
+
 // JUnit XML: one <testsuite> per op, one <testcase> per op x check x device x dtype
 // (name "check[device,dtype]"); failed -> <failure>, crashed/timed_out -> <error>,
 // skipped/unsupported -> <skipped>, mistrusted -> <failure> (the comparison proved nothing).
@@ -29,5 +36,13 @@ std::string to_html(const Report& report);
 // Writes `content` to `path` through a temporary file in the same directory and a rename (parents
 // created); throws opconform::Error naming the path on failure.
 void write_atomically(const std::filesystem::path& path, std::string_view content);
+
+// The four report files of a run: each given path, or <dir>/report.json, junit.xml, report.md,
+// report.html where none is given; an empty path skips that format. Returns the paths written.
+struct ReportPaths {
+  std::filesystem::path dir = "opconform-report";
+  std::optional<std::string> json, junit, markdown, html;
+};
+std::vector<std::string> write_report_files(const Report& report, const ReportPaths& paths);
 
 }  // namespace opconform::reports
