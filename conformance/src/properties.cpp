@@ -268,9 +268,8 @@ class Determinism final : public Check {
     Run second = run_op(ctx.op, clone_args(ctx.sample.args));
     if (first.error || second.error) {
       if (first.error && second.error) {
-        return make_result(name(), Outcome::failed,
-                           concat("determinism of '", ctx.op.name(), "': the op threw on the sample: ", first.error->what()),
-                           ctx.op.name(), sample);
+        // kNotImplemented (no kernel for this dtype/device) is unsupported, anything else failed.
+        return operator_threw(std::string(name()), ctx.op.name(), *first.error, sample, "both runs");
       }
       return make_result(name(), Outcome::failed,
                          concat("determinism of '", ctx.op.name(), "': one of two runs on equal inputs threw: ",
@@ -311,11 +310,7 @@ class DtypeConsistency final : public Check {
     if (!any_lower) return make_result(name(), Outcome::skipped, "the sample is float64 already");
 
     Run low = run_op(ctx.op, clone_args(args));
-    if (low.error) {
-      return make_result(name(), Outcome::failed,
-                         concat("dtype_consistency of '", ctx.op.name(), "': the op threw on the sample: ", low.error->what()),
-                         ctx.op.name(), sample);
-    }
+    if (low.error) return operator_threw(std::string(name()), ctx.op.name(), *low.error, sample, "the run in the sample's dtype");
     Run ref = run_op(ctx.op, high);
     if (ref.error) {
       return make_result(name(), Outcome::skipped,
@@ -572,6 +567,7 @@ class VmapConsistency final : public Check {
           // runs draw the same numbers: what vmap's randomness="same" promises.
           op.has_tag(Tag::nondeterministic_seeded) ? Randomness::Same : Randomness::Error)(batched);
     } catch (const Error& e) {
+      if (e.code() == ErrorCode::kNotImplemented) return operator_threw(std::string(name()), ctx.op.name(), e, sample, "vmap");
       return make_result(name(), Outcome::failed,
                          concat("vmap_consistency of '", ctx.op.name(), "': vmap over the op (B=", kBatch,
                                 ", in_dims 0) threw: ", e.what(), " Sample: ", sample, "."),
@@ -583,6 +579,8 @@ class VmapConsistency final : public Check {
 
     for (int64_t b = 0; b < kBatch; ++b) {
       Run one = run_op(ctx.op, elements[b]);
+      if (one.error && one.error->code() == ErrorCode::kNotImplemented)
+        return operator_threw(std::string(name()), ctx.op.name(), *one.error, sample, "one batch element alone");
       if (one.error) {
         return make_result(name(), Outcome::failed,
                            concat("vmap_consistency of '", ctx.op.name(), "': the op threw on batch element ", b, ": ",

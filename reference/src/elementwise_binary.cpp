@@ -1085,20 +1085,24 @@ void register_elementwise_binary(Library& lib) {
       refuse_bool_compute(name, p);
       return p;
     };
-    // A base of 1 gives ones laid out contiguously (PyTorch fills a result resized like exponent).
+    // A base of 1 gives ones for every exponent, NaN included (complex: 1+0j, where pow(1, nan)
+    // would be nan+nanj), laid out contiguously: PyTorch's pow_Scalar_out fills a result resized
+    // like exponent with 1 and never computes a power.
     auto layout = [](const Scalar& self, const Tensor& exponent) {
       return is_number_one(self) ? empty_strided(exponent.sizes(), contiguous_strides(exponent.sizes()), exponent.options())
                                  : exponent;
     };
     b.cpu([name, plan, layout](const Scalar& self, const Tensor& exponent) {
       const Plan p = plan(self, exponent);
+      const bool one = is_number_one(self);
       return compute<Domain::All>(name, std::array<Operand, 2>{Operand(self), Operand(exponent)}, {layout(self, exponent)}, p,
-                                  /*opmath=*/false, [](auto x, auto e) { return power(x, e); });
+                                  /*opmath=*/false, [one](auto x, auto e) { return one ? decltype(x)(1) : power(x, e); });
     });
     b.fake([name, plan, layout](const Scalar& self, const Tensor& exponent) {
       return empty_elementwise({layout(self, exponent)}, plan(self, exponent).out, name);
     });
-    // d/dexponent = grad * result * log(self) (0 where self == 0 and exponent >= 0).
+    // d/dexponent = grad * result * log(self) (0 where self == 0 and exponent >= 0; 0 for a base
+    // of 1, where result is 1 and log(1) is 0, NaN exponents included).
     Partial d_exponent = [](const Ops& ops, autograd::AutogradContext& ctx, const Tensor& g) {
       const Scalar base = saved_scalar(ctx, 0);
       const Tensor exponent = saved(ctx, 0), result = saved(ctx, 1);

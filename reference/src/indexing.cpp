@@ -237,6 +237,24 @@ void combine(W& acc, W v, Reduce r) {
   }
 }
 
+// A mean's sum as PyTorch holds it: integers sum in the tensor's own dtype, wrapping (int8: 64 +
+// 64 is -128), so the int64 sum keeps that dtype's low bits before the division; floating and
+// complex sums stay wide (one rounding at the end).
+template <typename W>
+W sum_in_dtype(DType d, W sum) {
+  if constexpr (std::is_same_v<W, int64_t>) {
+    switch (d) {
+      case DType::UInt8: return static_cast<uint8_t>(sum);
+      case DType::Int8: return static_cast<int8_t>(sum);
+      case DType::Int16: return static_cast<int16_t>(sum);
+      case DType::Int32: return static_cast<int32_t>(sum);
+      default: return sum;
+    }
+  } else {
+    return sum;
+  }
+}
+
 template <typename W>
 W divide_by_count(W sum, int64_t count) {
   if constexpr (std::is_same_v<W, int64_t>) {  // integers: floor division, as PyTorch's div(..., "floor")
@@ -273,7 +291,9 @@ Tensor scatter_into(std::string_view op, const Tensor& self, int64_t dim, const 
       combine(out.values[targets[k]], source(from[k]), reduce);
       if (reduce == Reduce::mean) ++count[targets[k]];
     }
-    for (size_t e = 0; e < count.size(); ++e) out.values[e] = divide_by_count(out.values[e], std::max<int64_t>(count[e], 1));
+    for (size_t e = 0; e < count.size(); ++e) {
+      out.values[e] = divide_by_count(sum_in_dtype(self.dtype(), out.values[e]), std::max<int64_t>(count[e], 1));
+    }
   }
   return out.to_tensor(self.sizes(), contiguous_strides(self.sizes()), self.options());
 }
@@ -1517,7 +1537,7 @@ void register_indexing(Library& lib) {
             "include_self=True) -> Tensor",
             kFamily,
             "src reduced (sum, prod, mean, amax, amin) into a copy of self along dim, in the wide type; mean of "
-            "integers divides with floor (the sum does not wrap first, unlike PyTorch's on overflow)")
+            "integers sums in self's dtype (wrapping, as PyTorch) and divides with floor")
       .cpu(scatter_reduce_cpu)
       .fake([](const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
                bool) {

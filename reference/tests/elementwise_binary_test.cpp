@@ -173,6 +173,24 @@ TEST(ElementwiseBinary, Pow) {
   EXPECT_EQ(strides_of(call("aten::pow.Scalar", {Scalar(int64_t{2}), transposed})), (std::vector<int64_t>{1, 2}));
 }
 
+TEST(ElementwiseBinary, PowScalarBaseOneIsOneForEveryExponent) {
+  // PyTorch's pow_Scalar_out fills the result with 1 for a base of 1: 1 ** nan is 1, and for a
+  // complex exponent 1+0j even where the exponent has a NaN part (std::pow would give nan+nanj).
+  expect_values(call("aten::pow.Scalar", {Scalar(1.0), doubles({kNaN, kInf, -kInf, 2.5}, {4})}), {1, 1, 1, 1});
+  const double nan = kNaN;
+  Tensor z = call("aten::pow.Scalar", {Scalar(int64_t{1}), make<complex128>({complex128(nan, 0), complex128(0, nan),
+                                                                            complex128(nan, nan), complex128(2, 3)},
+                                                                           {4})});
+  EXPECT_EQ(z.dtype(), DType::Complex128);
+  for (const complex128& v : z.to_vector<complex128>()) EXPECT_EQ(v, complex128(1, 0));
+  // A complex base of 1+0j is the number 1 too.
+  z = call("aten::pow.Scalar", {Scalar(complex128(1, 0)), make<complex128>({complex128(nan, 1)}, {1})});
+  EXPECT_EQ(z.to_vector<complex128>()[0], complex128(1, 0));
+  // d(1^e)/de = 1^e log(1) = 0, NaN exponents included.
+  Tensor e = doubles({kNaN, 2}, {2}).set_requires_grad(true);
+  expect_values(grad_of(call("aten::pow.Scalar", {Scalar(int64_t{1}), e}), e), {0, 0});
+}
+
 // ---- maximum, minimum, atan2, fmod, remainder ----
 
 TEST(ElementwiseBinary, MaximumMinimumPropagateNaN) {

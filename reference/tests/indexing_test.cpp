@@ -111,6 +111,32 @@ TEST(Indexing, ScatterReduceFollowsPyTorchsExamples) {
             std::string::npos);
 }
 
+TEST(Indexing, ScatterReduceIntegerMeanSumsInTheDtype) {
+  // PyTorch sums an integer mean in self's dtype (wrapping), then divides with floor by the count.
+  auto mean = [](const Tensor& self, const Tensor& index, const Tensor& src, bool include_self) {
+    return call("aten::scatter_reduce.two", {self, int64_t{0}, index, src, std::string("mean"), include_self});
+  };
+  // int8: 64 + 64 wraps to -128, / 2 = -64 (not 64).
+  Tensor out = mean(floats({1, 1, 1}, {3}, DType::Int8), longs({0, 0}, {2}), floats({64, 64}, {2}, DType::Int8), false);
+  EXPECT_EQ(out.dtype(), DType::Int8);
+  expect_tensor(out, {3}, {-64, 1, 1});
+  // include_self: 100 + 100 + 100 = 300 wraps to 44, / 3 = 14; -100 * 3 = -300 wraps to -44,
+  // / 3 floors to -15.
+  out = mean(floats({100, -100}, {2}, DType::Int8), longs({0, 0, 1, 1}, {4}), floats({100, 100, -100, -100}, {4}, DType::Int8),
+             true);
+  expect_tensor(out, {2}, {14, -15});
+  // uint8: 200 + 100 = 300 wraps to 44, / 2 = 22.
+  out = mean(floats({0}, {1}, DType::UInt8), longs({0, 0}, {2}), floats({200, 100}, {2}, DType::UInt8), false);
+  expect_tensor(out, {1}, {22});
+  // int16: 4 * -8193 = -32772 wraps to 32764, / 4 = 8191.
+  out = mean(floats({0}, {1}, DType::Int16), longs({0, 0, 0, 0}, {4}), floats({-8193, -8193, -8193, -8193}, {4}, DType::Int16),
+             false);
+  expect_tensor(out, {1}, {8191});
+  // A sum that fits is unchanged: (-1 - 2) / 2 floors to -2 in int32 too.
+  out = mean(floats({0}, {1}, DType::Int32), longs({0, 0}, {2}), floats({-1, -2}, {2}, DType::Int32), false);
+  expect_tensor(out, {1}, {-2});
+}
+
 // ---- index_select and advanced indexing ----
 
 TEST(Indexing, IndexSelectTakesWholeSlices) {
