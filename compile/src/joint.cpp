@@ -1,5 +1,6 @@
 #include "opconform/compile/joint.h"
 
+#include <algorithm>
 #include <set>
 
 #include "opconform/compile/detail/tracing.h"
@@ -69,10 +70,17 @@ JointGraph capture_joint(const Program& program, const Stack& example_inputs, co
   out.forward.inputs.assign(joint.inputs.begin(), joint.inputs.begin() + static_cast<std::ptrdiff_t>(tensor_inputs));
   out.forward.nodes.assign(joint.nodes.begin(), joint.nodes.begin() + static_cast<std::ptrdiff_t>(captured.forward_nodes));
   out.forward.outputs.assign(joint.outputs.begin(), joint.outputs.begin() + static_cast<std::ptrdiff_t>(captured.num_outputs));
-  for (ValueId v : saved) out.forward.outputs.push_back(Ref{v});
+  for (ValueId v : saved)
+    if (std::find(out.forward.inputs.begin(), out.forward.inputs.end(), v) == out.forward.inputs.end())
+      out.forward.outputs.push_back(Ref{v});
 
   out.backward = joint;
-  out.backward.inputs = saved;
+  // The program's inputs come first: their sizes bind the symbols the backward's shapes use
+  // (a gradient's size is an expression such as 2*s0, which cannot bind s0 itself).
+  out.backward.inputs = out.forward.inputs;
+  for (ValueId v : saved)
+    if (std::find(out.forward.inputs.begin(), out.forward.inputs.end(), v) == out.forward.inputs.end())
+      out.backward.inputs.push_back(v);
   out.backward.inputs.insert(out.backward.inputs.end(), grad_output_inputs.begin(), grad_output_inputs.end());
   out.backward.nodes.assign(joint.nodes.begin() + static_cast<std::ptrdiff_t>(captured.forward_nodes), joint.nodes.end());
   out.backward.outputs.assign(joint.outputs.begin() + static_cast<std::ptrdiff_t>(captured.num_outputs), joint.outputs.end());

@@ -182,7 +182,8 @@ TEST(Joint, TheCapturedBackwardGivesEagersGradients) {
     fwd = run_graph(j.forward, {xr, yr}, registry());
   }
   Tensor grad = iota({3}, 0.25);
-  Stack bwd_in(fwd.begin() + static_cast<std::ptrdiff_t>(j.num_outputs), fwd.end());
+  Stack bwd_in{xr, yr};
+  bwd_in.insert(bwd_in.end(), fwd.begin() + static_cast<std::ptrdiff_t>(j.num_outputs), fwd.end());
   bwd_in.push_back(grad);
   Stack grads;
   {

@@ -176,9 +176,24 @@ class TestAotDispatchDynamic final : public Check {
                            " (a fake kernel that reads data, or a tensor made outside the operator model?)"));
     }
 
-    // Replay at the sample's sizes and data.
+    // Which program inputs the op may write (the functionalized graph writes back exactly these).
+    std::vector<bool> written_input(flat.tensors.size(), false);
+    for (const auto& wb : graph.write_backs) written_input.at(wb.input) = true;
+
+    // Replay at the sample's sizes and data. `invisible` reports an input the graph changed
+    // although nothing in it writes that input: a mutation the schema does not declare, which a
+    // compiler would reorder or drop.
+    std::string invisible;
     auto replay = [&](const Stack& tensors, std::string& error) -> std::optional<std::vector<std::pair<std::string, IValue>>> {
       Stack args = clone_args(tensors);
+      const Stack before = clone_args(tensors);
+      auto check_inputs = [&] {
+        for (size_t i = 0; i < args.size(); ++i) {
+          if (written_input[i] || !args[i].is_tensor()) continue;
+          if (!bitwise_equal(args[i].to_tensor(), before[i].to_tensor()) && invisible.empty())
+            invisible = concat("program input ", i, " (", before[i].to_tensor().to_string(), " before)");
+        }
+      };
       try {
         autograd::NoGradGuard no_grad;
         Stack returns;
@@ -189,6 +204,7 @@ class TestAotDispatchDynamic final : public Check {
         } else {
           returns = compile::run_graph(graph, args, ctx.registry);
         }
+        check_inputs();
         return observe(op, flat.rebuild(args), returns);
       } catch (const Error& e) {
         error = e.what();
@@ -212,6 +228,11 @@ class TestAotDispatchDynamic final : public Check {
     if (!got) return failed(concat("the captured graph does not replay on the sample itself: ", error));
     if (auto d = difference(op, *got, expected, ctx.tolerance); !d.empty())
       return failed(concat("the captured, functionalized graph differs from eager mode: ", d, "."));
+    if (!invisible.empty()) {
+      return failed(concat("replaying the functionalized graph changed ", invisible,
+                           ", which nothing in the graph writes: the op mutates an argument its schema does not mark "
+                           "written (Tensor(a!)), so a compiler would reorder or drop that write."));
+    }
 
     // Other data, same sizes: a value baked into the graph shows here.
     const Stack other = other_data(flat.tensors, 3);
@@ -327,8 +348,10 @@ class TestAotDispatchDynamic final : public Check {
     Stack graph_grads;
     try {
       autograd::NoGradGuard no_grad;
-      Stack fwd = compile::run_graph(joint.forward, clone_args(flat.tensors), ctx.registry);
-      Stack bwd(fwd.begin() + static_cast<std::ptrdiff_t>(joint.num_outputs), fwd.end());
+      const Stack primals = clone_args(flat.tensors);
+      Stack fwd = compile::run_graph(joint.forward, primals, ctx.registry);
+      Stack bwd = primals;
+      bwd.insert(bwd.end(), fwd.begin() + static_cast<std::ptrdiff_t>(joint.num_outputs), fwd.end());
       for (const Tensor& g : grads_out) bwd.push_back(IValue(g));
       graph_grads = compile::run_graph(joint.backward, bwd, ctx.registry);
     } catch (const Error& e) {

@@ -12,8 +12,8 @@ namespace opconform::compile {
 struct JointGraph {
   Graph joint;     // inputs: the program's tensors, then one gradient per differentiable output
   Graph forward;   // inputs: the program's tensors; outputs: its outputs, then the saved values
-  Graph backward;  // inputs: the saved values, then the output gradients; outputs: one gradient per
-                   // input that requires grad (an undefined tensor stands for none)
+  Graph backward;  // inputs: the program's tensors, the saved values, then the output gradients;
+                   // outputs: one gradient per input that requires grad (None for none)
   size_t num_outputs = 0;         // the program's outputs at the front of forward's outputs
   std::vector<size_t> grad_inputs;  // which program inputs (tensor index) get a gradient, in order
 };
