@@ -26,15 +26,28 @@ TensorMeta meta_of(const Tensor& t) {
 ValueId Tracer::value_for(const Tensor& t, const std::string& op, size_t arg) {
   auto it = values_.find(t.unsafe_impl());
   if (it != values_.end()) return it->second;
+  // Another Tensor object for the same memory and layout as a value (a saved output the autograd
+  // engine restores, a detached alias) stands for that value.
+  if (auto same = by_layout_.find(layout_key(t)); same != by_layout_.end()) return same->second;
   throw Error(ErrorCode::kInvalidArgument,
               "capture: argument " + std::to_string(arg) + " of '" + op +
                   "' is a tensor the captured program did not receive or make through an operator call "
                   "(a tensor created outside the graph would be baked into it as a constant)");
 }
 
+std::string Tracer::layout_key(const Tensor& t) {
+  std::string key = std::to_string(reinterpret_cast<uintptr_t>(t.storage().get())) + "/" +
+                    std::to_string(t.storage_offset()) + "/" + std::string(name(t.dtype()));
+  for (const auto& s : t.sym_sizes()) key += "," + s.to_string();
+  key += "/";
+  for (const auto& s : t.sym_strides()) key += "," + s.to_string();
+  return key;
+}
+
 void Tracer::bind(const Tensor& t, ValueId id) {
   keep_alive_.push_back(t);  // addresses stay unique while the graph is built
   values_[t.unsafe_impl()] = id;
+  by_layout_[layout_key(t)] = id;  // the newest value for that memory and layout
 }
 
 Arg Tracer::arg_of(const IValue& v, const std::string& op, size_t index) {

@@ -31,8 +31,11 @@ class Tracer {
   Graph& graph() { return graph_; }
 
  private:
+  static std::string layout_key(const Tensor& t);
+
   Graph& graph_;
   std::unordered_map<const void*, ValueId> values_;
+  std::unordered_map<std::string, ValueId> by_layout_;
   std::vector<Tensor> keep_alive_;
 };
 
