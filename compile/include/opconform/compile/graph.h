@@ -1,11 +1,15 @@
 // Graph: what capture() records — a straight-line program of operator calls over values, with
 // symbolic tensor metadata and the guards its symbols must satisfy (the FX graph idea, small).
 //
-//   graph(%x: float32[s0, 3], %y: float32[s0, 3]):   // inputs
-//     %0 = aten::mul.Tensor(%x, %y)
-//     %1 = aten::sum.dim_IntList(%0, [1], False, None)
-//     return (%1)
+//   graph(%x: float32[s0, 3], %y: float32[s0, 3]):
+//     %2: float32[s0, 3] = aten::mul.Tensor(%x, %y)
+//     %3: float32[s0] = aten::sum.dim_IntList(%2, [1], False, None)
+//     return (%3)
 //   guards: s0 >= 2
+//   symbols: s0 = %x.size(0)
+//
+// (to_string() prints this form; export.h reads it back; its Note [Graph text format] has the
+// whole grammar.)
 //
 // A node's arguments are in schema order: references to values (Ref), constants (IValue; ints may
 // be symbolic expressions over the graph's symbols), or lists of references (Tensor[] /
