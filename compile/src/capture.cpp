@@ -103,7 +103,7 @@ void Tracer::record(const OperatorHandle& op, const Stack& args, const Stack& re
 
 // The mode that records: it sees each call the program makes (and, while capturing a backward,
 // each call an autograd formula makes), runs it below itself on the fake tensors, and records it.
-class TracingMode final : public DispatchMode {
+class TracingMode final : public DispatchMode, public std::enable_shared_from_this<TracingMode> {
  public:
   explicit TracingMode(Tracer& tracer) : tracer_(tracer) {}
   void dispatch(const OperatorHandle& op, Stack& stack) override {
@@ -111,9 +111,15 @@ class TracingMode final : public DispatchMode {
     const size_t base = stack.size() - n;
     Stack args(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
     if (const auto* body = kernel_op_body(op.name())) {
-      // A kernel_op: its body runs here, with this mode still active, so capture sees inside it.
+      // A kernel_op: its body runs here with this mode pushed again (the fallback takes a mode
+      // off the stack while it handles a call: Note [What a mode sees] in dispatch_mode.h), so
+      // the body's calls come back here and capture sees inside the op.
       stack.resize(base);
-      Stack returns = (*body)(args);
+      Stack returns;
+      {
+        DispatchModeGuard again(shared_from_this());
+        returns = (*body)(args);
+      }
       for (auto& r : returns) stack.push_back(std::move(r));
       return;
     }

@@ -141,6 +141,7 @@ TEST(KernelOp, CaptureRecordsTheInnerOpsAndTheKernelLaunchNotTheOp) {
   Graph g = capture(program, {iota({4, 3}), iota({3}, -2)}, {.registry = &registry(), .input_names = {"x", "y"}});
   SCOPED_TRACE(g.to_string());
   EXPECT_EQ(count_nodes(g, "t::scaled_add"), 0u) << "the kernel_op is inlined";
+  EXPECT_NE(g.to_string().find("  wrap_kernel::axpy([%x, %3], [%4], [s0*s1, 4], [2.0])\n"), std::string::npos);
   EXPECT_EQ(count_nodes(g, "wrap_kernel::axpy"), 1u);
   EXPECT_EQ(count_nodes(g, "aten::full_like"), 2u);
   EXPECT_EQ(count_nodes(g, "aten::mul.Tensor"), 2u);  // the body's broadcast and the program's product
@@ -499,11 +500,3 @@ TEST(WrapKernelCuda, CaptureFunctionalizeAndReplayOnTheDevice) {
 
 }  // namespace
 }  // namespace opconform::compile
-namespace opconform::compile {
-TEST(Debug, Print) {
-  WrappedKernel axpy = wrap_kernel("axpy", axpy_kernel, registry());
-  KernelOp op = kernel_op("t::scaled_add", "(Tensor x, Tensor y, float alpha) -> Tensor", scaled_add_body(axpy), registry());
-  Graph g = capture([](const Stack& in) { return Stack{IValue(call1("t::scaled_add", {in[0], in[1], 2.0}))}; }, {iota({4, 3}), iota({3}, -2)}, {.registry = &registry()});
-  std::cout << g.to_string() << std::endl;
-}
-}

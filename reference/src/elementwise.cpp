@@ -1,5 +1,7 @@
 #include "opconform/reference/detail/elementwise.h"
 
+#include "opconform/core/fake_tensor.h"
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -94,7 +96,11 @@ std::vector<int64_t> broadcast_all(std::string_view op, const std::vector<Tensor
   return shape;
 }
 
-std::vector<int64_t> elementwise_strides(IntArrayRef shape, const std::vector<Tensor>& inputs) {
+namespace {
+
+// The order of the output's dimensions, fastest-moving first: TensorIterator's, from the inputs'
+// strides over the broadcast shape.
+std::vector<int64_t> elementwise_perm(IntArrayRef shape, const std::vector<Tensor>& inputs) {
   const int64_t ndim = static_cast<int64_t>(shape.size());
   // Each input's strides over the broadcast shape (0 where it is broadcast), as TensorIterator.
   std::vector<std::vector<int64_t>> strides;
@@ -133,6 +139,14 @@ std::vector<int64_t> elementwise_strides(IntArrayRef shape, const std::vector<Te
       }
     }
   }
+  return perm;
+}
+
+}  // namespace
+
+std::vector<int64_t> elementwise_strides(IntArrayRef shape, const std::vector<Tensor>& inputs) {
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  const std::vector<int64_t> perm = elementwise_perm(shape, inputs);
   std::vector<int64_t> out(ndim, 0);
   int64_t next = 1;
   for (int64_t i = 0; i < ndim; ++i) {
@@ -141,6 +155,38 @@ std::vector<int64_t> elementwise_strides(IntArrayRef shape, const std::vector<Te
   }
   return out;
 }
+
+namespace {
+
+// The output of fake inputs with symbolic sizes: each dimension takes the symbolic size of an
+// input that is not broadcast there (a concrete 1 is), and the strides are dense in the same
+// dimension order as the concrete rule picks, as expressions of those sizes. So a captured graph
+// replays at other sizes (compile/).
+Tensor symbolic_elementwise(const std::vector<int64_t>& shape, const std::vector<Tensor>& inputs, DType dtype,
+                            Device device) {
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  std::vector<SymInt> sizes(shape.begin(), shape.end());
+  for (int64_t d = 0; d < ndim; ++d) {
+    for (const auto& t : inputs) {
+      if (!t.defined()) continue;
+      const int64_t lead = ndim - t.dim();
+      if (d < lead || t.size(d - lead) != shape[d]) continue;
+      sizes[d] = t.sym_sizes()[d - lead];
+      if (sizes[d].is_symbolic()) break;
+    }
+  }
+  const std::vector<int64_t> perm = elementwise_perm(shape, inputs);
+  std::vector<SymInt> strides(ndim, SymInt(0));
+  SymInt next = 1;
+  for (int64_t i = 0; i < ndim; ++i) {
+    strides[perm[i]] = next;
+    const SymInt& size = sizes[perm[i]];
+    next = size.is_symbolic() ? next * size : next * std::max<int64_t>(*size.maybe_as_int(), 1);
+  }
+  return make_fake_tensor(sizes, dtype, device, strides);
+}
+
+}  // namespace
 
 Tensor empty_elementwise(const std::vector<Tensor>& inputs, DType dtype, std::string_view op) {
   std::vector<int64_t> shape = broadcast_all(op, inputs);
@@ -151,6 +197,9 @@ Tensor empty_elementwise(const std::vector<Tensor>& inputs, DType dtype, std::st
       break;
     }
     if (t.defined()) device = t.device();
+  }
+  for (const auto& t : inputs) {
+    if (t.defined() && t.is_fake() && t.has_symbolic_sizes()) return symbolic_elementwise(shape, inputs, dtype, device);
   }
   return empty_strided(shape, elementwise_strides(shape, inputs), TensorOptions(dtype, device));
 }
