@@ -45,18 +45,6 @@ IValue concrete(const IValue& v, const Bindings& b) {
   return v;
 }
 
-bool holds(CompareOp op, int64_t a, int64_t b) {
-  switch (op) {
-    case CompareOp::EQ: return a == b;
-    case CompareOp::NE: return a != b;
-    case CompareOp::LT: return a < b;
-    case CompareOp::LE: return a <= b;
-    case CompareOp::GT: return a > b;
-    case CompareOp::GE: return a >= b;
-  }
-  return false;
-}
-
 std::string sizes_string(const std::vector<SymInt>& sizes) {
   std::string out = "[";
   for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + sizes[i].to_string();
@@ -102,7 +90,7 @@ Bindings bind_inputs(const Graph& g, const Stack& inputs) {
   }
   for (const Guard& guard : g.guards) {
     const int64_t lhs = evaluate(guard.lhs, b), rhs = evaluate(guard.rhs, b);
-    if (!holds(guard.op, lhs, rhs)) {
+    if (!holds(lhs, guard.op, rhs)) {
       std::string values;
       for (const auto* sym : guard.lhs.as_node()->free_symbols()) {
         const std::string& n = sym->symbol().name;

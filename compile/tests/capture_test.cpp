@@ -1,6 +1,7 @@
 // capture, the interpreter, functionalize and the joint graph, on reference operators.
 #include <gtest/gtest.h>
 
+#include "support/compile_test_support.h"
 #include "opconform/compile/capture.h"
 #include "opconform/compile/functionalize.h"
 #include "opconform/compile/interpreter.h"
@@ -13,25 +14,10 @@
 namespace opconform::compile {
 namespace {
 
-Registry& registry() {
-  static Registry r;
-  static auto reg = reference::register_reference_ops(r);
-  return r;
-}
-
-Stack call(std::string_view op, Stack args) {
-  registry().get(op).call_boxed(args);
-  return args;
-}
-Tensor call1(std::string_view op, Stack args) { return call(op, std::move(args)).at(0).to_tensor(); }
-
-Tensor iota(std::vector<int64_t> sizes, double start = 1) {
-  int64_t n = 1;
-  for (auto s : sizes) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = start + static_cast<double>(i);
-  return from_vector<double>(v, sizes);
-}
+using testing::registry;
+using testing::call;
+using testing::call1;
+using testing::iota;
 
 // (x * y).sum(dim=1)
 Stack mul_sum(const Stack& in) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include "support/compile_test_support.h"
 #include "opconform/compile/capture.h"
 #include "opconform/compile/export.h"
 #include "opconform/compile/functionalize.h"
@@ -15,18 +16,10 @@
 namespace opconform::compile {
 namespace {
 
-Registry& registry() {
-  static Registry r;
-  static auto reg = reference::register_reference_ops(r);
-  return r;
-}
+using testing::registry;
+using testing::call1;
 
 enum class Step { mul, add, sub, neg, sin, relu, add_into_x, mul_into_y, dead_exp, duplicate_mul };
-
-Tensor call1(const char* op, Stack args) {
-  registry().get(op).call_boxed(args);
-  return args[0].to_tensor();
-}
 
 // Runs the chain on x, y (which it may write); returns the final value.
 Stack run_chain(const std::vector<Step>& steps, const Stack& in) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "support/compile_test_support.h"
 #include "opconform/compile/capture.h"
 #include "opconform/compile/export.h"
 #include "opconform/compile/functionalize.h"
@@ -19,6 +20,10 @@
 
 namespace opconform::compile {
 namespace {
+
+using testing::registry;
+using testing::call1;
+using testing::iota;
 
 using ::testing::HasSubstr;
 
@@ -653,25 +658,6 @@ RC_GTEST_FIXTURE_PROP(ExportTest, MutatedExportsOnlyThrowErrors, ()) {
 }
 
 // ---- captured programs
-
-Registry& registry() {
-  static Registry r;
-  static auto reg = reference::register_reference_ops(r);
-  return r;
-}
-
-Tensor call1(std::string_view op, Stack args) {
-  registry().get(op).call_boxed(args);
-  return args.at(0).to_tensor();
-}
-
-Tensor iota(std::vector<int64_t> sizes, double start = 1) {
-  int64_t n = 1;
-  for (auto s : sizes) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = start + static_cast<double>(i);
-  return from_vector<double>(v, sizes);
-}
 
 TEST(ExportCaptured, ACapturedGraphLoadsAndRunsTheSame) {
   auto program = [](const Stack& in) {

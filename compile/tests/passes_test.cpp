@@ -2,6 +2,7 @@
 // unknown ops, functional nodes), renumbering, and captured graphs that run the same afterwards.
 #include <gtest/gtest.h>
 
+#include "support/compile_test_support.h"
 #include "opconform/compile/capture.h"
 #include "opconform/compile/export.h"
 #include "opconform/compile/functionalize.h"
@@ -15,11 +16,9 @@
 namespace opconform::compile {
 namespace {
 
-Registry& registry() {
-  static Registry r;
-  static auto reg = reference::register_reference_ops(r);
-  return r;
-}
+using testing::registry;
+using testing::call1;
+using testing::iota;
 
 TensorMeta meta(std::vector<SymInt> sizes) {
   TensorMeta m;
@@ -217,19 +216,6 @@ TEST(DeadCode, ANodeWhoseRunTimeSizeIsUsedStays) {
 }
 
 // ---- captured programs
-
-Tensor call1(std::string_view op, Stack args) {
-  registry().get(op).call_boxed(args);
-  return args.at(0).to_tensor();
-}
-
-Tensor iota(std::vector<int64_t> sizes, double start = 1) {
-  int64_t n = 1;
-  for (auto s : sizes) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = start + static_cast<double>(i);
-  return from_vector<double>(v, sizes);
-}
 
 TEST(PassesCaptured, CseThenDceOfACapturedProgramRunsTheSame) {
   // a = x * y; b = x * y; exp(x) (unused); return a + b
