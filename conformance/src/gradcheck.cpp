@@ -135,7 +135,9 @@ std::optional<std::string> reentrancy_problem(const Problem& p, const std::vecto
                                               const std::vector<Tensor>& leaves, const std::string& which) {
   std::vector<Tensor> again = backward(outputs, gos, leaves);
   for (size_t i = 0; i < grads.size(); ++i) {
-    if (values_of(grads[i]) != values_of(again[i])) {
+    // Bitwise: a NaN gradient computed twice is the same result (NaN != NaN as a double).
+    if (grads[i].defined() != again[i].defined() ||
+        (grads[i].defined() && !bitwise_equal(grads[i], again[i]))) {
       return concat(p.check, " of '", p.op_name, "': backward is not reentrant: the same grad_outputs (", which,
                     ") gave different gradients of ", p.inputs[i].name,
                     " on a second backward. Backward must be a pure function of its saved values and grad_outputs "

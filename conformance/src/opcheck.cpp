@@ -70,8 +70,10 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
       if (r.check.empty()) r.check = name;
       return r;
     };
-    std::optional<CheckResult> last_skip, first_failure;
-    bool ran = false;
+    // A check that could not run on some sample (unsupported, timed_out) must not read "passed";
+    // one whose comparisons proved nothing on every sample it ran is mistrusted.
+    std::optional<CheckResult> last_skip, first_failure, other, mistrusted;
+    bool ran = false, any_passed = false;
     for (const Sample& sample : samples) {
       CheckResult r = run(sample);
       if (r.outcome == Outcome::skipped) {
@@ -84,7 +86,11 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
         first_failure = r;
         break;
       }
+      if (r.outcome == Outcome::passed) any_passed = true;
+      else if (r.outcome == Outcome::mistrusted) mistrusted = r;
+      else other = other ? combine(*other, r) : r;
     }
+    if (!other && mistrusted && !any_passed) other = mistrusted;
     if (first_failure) {
       auto shrunk = find_failure(op.schema(), op.name(), run, spec);
       CheckResult r = shrunk ? shrunk->result : *first_failure;
@@ -94,6 +100,8 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
                          spec.replay_command.empty() ? program_path() : spec.replay_command);
       }
       results[name] = r;
+    } else if (other) {
+      results[name] = *other;
     } else if (!ran && last_skip) {
       results[name] = *last_skip;
     } else {

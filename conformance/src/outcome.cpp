@@ -4,24 +4,6 @@
 #include "opconform/core/error.h"
 
 namespace opconform::conformance {
-namespace {
-
-// How bad an outcome is, for combine(): the documented order
-// failed > crashed > timed_out > mistrusted > unsupported > passed > skipped.
-int severity(Outcome o) {
-  switch (o) {
-    case Outcome::skipped: return 0;
-    case Outcome::passed: return 1;
-    case Outcome::unsupported: return 2;
-    case Outcome::mistrusted: return 3;
-    case Outcome::timed_out: return 4;
-    case Outcome::crashed: return 5;
-    case Outcome::failed: return 6;
-  }
-  return 6;
-}
-
-}  // namespace
 
 std::string_view to_string(Outcome o) {
   switch (o) {
@@ -37,6 +19,19 @@ std::string_view to_string(Outcome o) {
 }
 
 std::ostream& operator<<(std::ostream& out, Outcome o) { return out << to_string(o); }
+
+int severity(Outcome o) {
+  switch (o) {
+    case Outcome::skipped: return 0;
+    case Outcome::passed: return 1;
+    case Outcome::unsupported: return 2;
+    case Outcome::mistrusted: return 3;
+    case Outcome::timed_out: return 4;
+    case Outcome::crashed: return 5;
+    case Outcome::failed: return 6;
+  }
+  return 6;
+}
 
 CheckResult combine(const CheckResult& a, const CheckResult& b) {
   // Ties keep the first: the earliest sample that showed the problem is the one reported.

@@ -14,7 +14,10 @@
 // for the fake run the check installs install_fake_fallback in that registry (removed again
 // afterwards), so that an op without a fake kernel fails with the fallback's kNotImplemented.
 // A registry that has its own fallback at DispatchKey::Fake keeps it.
+#include <optional>
+
 #include "opconform/conformance/detail/builtin_checks.h"
+#include "opconform/core/autograd.h"
 #include "opconform/core/error.h"
 #include "opconform/core/fake_tensor.h"
 
@@ -58,6 +61,11 @@ class TestFakeTensor final : public Check {
       result.repro = concat("opcheck(\"", op.name(), "\", test_utils={\"", kName, "\"}) on sample: ", sample);
       return result;
     };
+
+    // An out= op does not support autograd (PyTorch's rule: a call with an argument that requires
+    // grad is refused): its metadata is compared with grad mode off.
+    std::optional<autograd::NoGradGuard> no_grad;
+    if (op.has_tag(Tag::out)) no_grad.emplace();
 
     // ---- the real run
     Stack real_args = clone_args(ctx.sample.args);

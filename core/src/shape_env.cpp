@@ -19,18 +19,6 @@ std::string range_str(const SymNode::SymbolInfo& s) {
   return "[" + bound_str(s.min, false) + ", " + bound_str(s.max, true) + "]";
 }
 
-bool holds(int64_t a, CompareOp op, int64_t b) {
-  switch (op) {
-    case CompareOp::EQ: return a == b;
-    case CompareOp::NE: return a != b;
-    case CompareOp::LT: return a < b;
-    case CompareOp::LE: return a <= b;
-    case CompareOp::GT: return a > b;
-    case CompareOp::GE: return a >= b;
-  }
-  return false;
-}
-
 // "s0 = 2 (x.size(0)), s1 = 3": the values a guard was evaluated with, with their sources.
 std::string describe_values(const std::vector<const SymNode*>& symbols, const std::map<std::string, int64_t>& bindings) {
   std::string out;

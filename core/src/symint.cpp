@@ -498,4 +498,16 @@ bool sym_compare(const SymInt& a, const SymInt& b, CompareOp op) {
 }
 
 }  // namespace detail
+bool holds(int64_t a, CompareOp op, int64_t b) {
+  switch (op) {
+    case CompareOp::EQ: return a == b;
+    case CompareOp::NE: return a != b;
+    case CompareOp::LT: return a < b;
+    case CompareOp::LE: return a <= b;
+    case CompareOp::GT: return a > b;
+    case CompareOp::GE: return a >= b;
+  }
+  return false;
+}
+
 }  // namespace opconform

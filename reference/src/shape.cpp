@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "opconform/core/detail/strided_loop.h"
+#include "opconform/core/fake_tensor.h"
 #include "opconform/reference/detail/calls.h"
 #include "opconform/reference/detail/elementwise.h"
 #include "opconform/reference/detail/op_builder.h"
@@ -28,6 +29,134 @@ using Ints = std::vector<int64_t>;
 
 Ints vec(IntArrayRef a) { return Ints(a.begin(), a.end()); }
 int64_t product(const Ints& v) { return std::accumulate(v.begin(), v.end(), int64_t{1}, std::multiplies<>()); }
+
+// ---- symbolic sizes of fake outputs (test_aot_dispatch_dynamic) ----
+//
+// A fake input with symbolic sizes (s0, s1, ...) gives outputs whose sym_sizes() are expressions
+// of those symbols, so a captured graph replays at other sizes. The kernels still compute the
+// concrete output (sizes at the hints, the aliasing, the offset); these attach the symbolic sizes
+// and strides to a new tensor object over the same memory. Concrete fakes and real tensors take
+// the old path unchanged.
+using SymInts = std::vector<SymInt>;
+
+bool symbolic_fake(const Tensor& t) { return t.defined() && t.is_fake() && t.has_symbolic_sizes(); }
+
+SymInt sym_min(const SymInt& a, const SymInt& b) { return a <= b ? a : b; }
+SymInt sym_max(const SymInt& a, const SymInt& b) { return a >= b ? a : b; }
+
+// `out` (as the concrete kernel made it) with symbolic sizes and strides.
+Tensor with_sym_shape(const Tensor& out, SymInts sizes, SymInts strides) {
+  OPCONFORM_CHECK(static_cast<int64_t>(sizes.size()) == out.dim() && sizes.size() == strides.size(),
+                  ErrorCode::kInternal, "symbolic shape of rank ", sizes.size(), " for an output of rank ", out.dim());
+  for (int64_t d = 0; d < out.dim(); ++d) {
+    OPCONFORM_CHECK(concrete_stand_in(sizes[static_cast<size_t>(d)]) == out.size(d), ErrorCode::kInternal,
+                    "symbolic size ", sizes[static_cast<size_t>(d)], " of dimension ", d, " disagrees with ",
+                    shape_string(out.sizes()));
+  }
+  Tensor t = out.as_strided(out.sizes(), out.strides(), out.storage_offset());
+  t.unsafe_impl()->sym_shape = std::make_shared<const SymShape>(SymShape{std::move(sizes), std::move(strides)});
+  return t;
+}
+
+// Dense strides for symbolic sizes, in the dimension order of out's concrete strides.
+SymInts dense_sym_strides(const Tensor& out, const SymInts& sizes) {
+  const int64_t n = out.dim();
+  Ints order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    if (out.stride(a) != out.stride(b)) return out.stride(a) < out.stride(b);
+    return a > b;
+  });
+  SymInts strides(static_cast<size_t>(n), SymInt(0));
+  SymInt next = 1;
+  for (int64_t d : order) {
+    strides[static_cast<size_t>(d)] = next;
+    const SymInt& s = sizes[static_cast<size_t>(d)];
+    next = s.is_symbolic() ? next * s : next * std::max<int64_t>(*s.maybe_as_int(), 1);
+  }
+  return strides;
+}
+
+// A new (non-view) output with symbolic sizes, dense in out's layout order.
+Tensor with_dense_sym_shape(const Tensor& out, SymInts sizes) {
+  SymInts strides = dense_sym_strides(out, sizes);
+  return with_sym_shape(out, std::move(sizes), std::move(strides));
+}
+
+// A new output of self's sizes: self's symbolic strides where out took self's strides, else dense.
+Tensor sym_like(const Tensor& out, const Tensor& self) {
+  if (!symbolic_fake(self) || out.dim() != self.dim()) return out;
+  const bool same = std::equal(out.strides().begin(), out.strides().end(), self.strides().begin(), self.strides().end());
+  return same ? with_sym_shape(out, self.sym_sizes(), self.sym_strides()) : with_dense_sym_shape(out, self.sym_sizes());
+}
+
+// PyTorch's computeStride on symbolic sizes (comparisons record guards): the strides of a view
+// of (sizes, strides) as new_sizes, or nullopt.
+std::optional<SymInts> sym_view_strides(const SymInts& oldshape, const SymInts& oldstride, const SymInts& newshape) {
+  SymInts newstride(newshape.size(), SymInt(0));
+  if (oldshape.empty()) return contiguous_sym_strides(newshape);
+  SymInt numel = 1;
+  for (const auto& s : oldshape) numel = numel * s;
+  if (numel == SymInt(0)) {
+    bool equal = oldshape.size() == newshape.size();
+    for (size_t i = 0; equal && i < oldshape.size(); ++i) equal = oldshape[i] == newshape[i];
+    if (equal) return oldstride;
+    return contiguous_sym_strides(newshape);
+  }
+  int64_t view_d = static_cast<int64_t>(newshape.size()) - 1;
+  SymInt chunk_base_stride = oldstride.back();
+  SymInt tensor_numel = 1;
+  SymInt view_numel = 1;
+  for (int64_t tensor_d = static_cast<int64_t>(oldshape.size()) - 1; tensor_d >= 0; tensor_d--) {
+    const auto td = static_cast<size_t>(tensor_d);
+    tensor_numel = tensor_numel * oldshape[td];
+    if (tensor_d == 0 ||
+        (oldshape[td - 1] != SymInt(1) && oldstride[td - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 &&
+             (view_numel < tensor_numel || newshape[static_cast<size_t>(view_d)] == SymInt(1))) {
+        newstride[static_cast<size_t>(view_d)] = view_numel * chunk_base_stride;
+        view_numel = view_numel * newshape[static_cast<size_t>(view_d)];
+        view_d--;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (tensor_d > 0) {
+        chunk_base_stride = oldstride[td - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return newstride;
+}
+
+// view / reshape-as-view of a symbolic fake: one -1 inferred from the symbolic element count.
+Tensor sym_view(const Tensor& self, const Tensor& out, const Ints& requested) {
+  const SymInts sizes = self.sym_sizes();
+  SymInt numel = 1;
+  for (const auto& s : sizes) numel = numel * s;
+  SymInts shape;
+  SymInt known = 1;
+  std::optional<size_t> infer;
+  for (size_t i = 0; i < requested.size(); ++i) {
+    if (requested[i] == -1) {
+      infer = i;
+      shape.push_back(SymInt(0));
+    } else {
+      shape.push_back(SymInt(requested[i]));
+      known = known * SymInt(requested[i]);
+    }
+  }
+  if (infer) {
+    shape[*infer] = known == SymInt(0) ? SymInt(0) : floordiv(numel, known);
+  } else {
+    (void)(numel == known);  // the guard that the element count is the requested one
+  }
+  auto strides = sym_view_strides(sizes, self.sym_strides(), shape);
+  if (!strides) return out;  // (unreachable: the concrete view succeeded at the hints)
+  return with_sym_shape(out, std::move(shape), std::move(*strides));
+}
+
 
 
 // ---- registry calls formulas and rules share ----
@@ -139,7 +268,12 @@ void register_view(Library& lib, const std::string& fam) {
   OpBuilder b(lib, "aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)", fam,
               "the same elements with new sizes (one may be -1), sharing storage; strides must allow it");
   auto kernel = [](const Tensor& self, Ints size) { return self.view(size); };
-  b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
+  b.composite_explicit(kernel)
+      .fake([](const Tensor& self, Ints size) {
+        Tensor out = self.view(size);
+        return symbolic_fake(self) ? sym_view(self, out, size) : out;
+      })
+      .dtypes(kAll);
   b.autograd(
       [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
         return {ops.reshape(g[0], saved_ints(ctx, "sizes")), Tensor()};
@@ -183,7 +317,32 @@ void register_expand(Library& lib, const std::string& fam) {
   OpBuilder b(lib, "aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)", fam,
               "size-1 dims repeated (stride 0) and new leading dims, sharing storage; -1 keeps a size");
   auto kernel = [](const Tensor& self, Ints size, bool) { return self.expand(size); };
-  b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
+  b.composite_explicit(kernel)
+      .fake([](const Tensor& self, Ints size, bool) {
+        Tensor out = self.expand(size);
+        if (!symbolic_fake(self)) return out;
+        const SymInts in_sizes = self.sym_sizes(), in_strides = self.sym_strides();
+        const int64_t n = static_cast<int64_t>(size.size()), lead = n - self.dim();
+        SymInts sizes, strides;
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t want = size[static_cast<size_t>(i)];
+          if (i < lead) {
+            sizes.push_back(SymInt(want));
+            strides.push_back(SymInt(0));
+            continue;
+          }
+          const auto j = static_cast<size_t>(i - lead);
+          if (want == -1 || (in_sizes[j] == SymInt(want))) {  // (records the guard where want is given)
+            sizes.push_back(in_sizes[j]);
+            strides.push_back(in_strides[j]);
+          } else {
+            sizes.push_back(SymInt(want));
+            strides.push_back(SymInt(0));
+          }
+        }
+        return with_sym_shape(out, std::move(sizes), std::move(strides));
+      })
+      .dtypes(kAll);
   b.autograd(
       [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
         return {ops.sum_to(g[0], saved_ints(ctx, "sizes")), Tensor(), Tensor()};
@@ -220,7 +379,19 @@ void register_unsqueeze(Library& lib, const std::string& fam) {
   OpBuilder b(lib, "aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", fam,
               "a size-1 dim inserted at dim (in [-rank-1, rank]), sharing storage");
   auto kernel = [](const Tensor& self, int64_t dim) { return self.unsqueeze(dim); };
-  b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
+  b.composite_explicit(kernel)
+      .fake([](const Tensor& self, int64_t dim) {
+        Tensor out = self.unsqueeze(dim);
+        if (!symbolic_fake(self)) return out;
+        const int64_t d = wrap_dim(dim, self.dim() + 1, "aten::unsqueeze");
+        SymInts sizes = self.sym_sizes(), strides = self.sym_strides();
+        const auto k = static_cast<size_t>(d);
+        SymInt stride = d >= self.dim() ? SymInt(1) : sizes[k] * strides[k];
+        sizes.insert(sizes.begin() + d, SymInt(1));
+        strides.insert(strides.begin() + d, stride);
+        return with_sym_shape(out, std::move(sizes), std::move(strides));
+      })
+      .dtypes(kAll);
   b.autograd(
       [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
         return {ops.tensor("aten::squeeze.dim", {g[0], ctx.get("dim")}), Tensor()};
@@ -244,7 +415,20 @@ void register_permute(Library& lib, const std::string& fam) {
   OpBuilder b(lib, "aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)", fam,
               "dims reordered (output dim i is input dim dims[i]), sharing storage");
   auto kernel = [](const Tensor& self, Ints dims) { return self.permute(dims); };
-  b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
+  b.composite_explicit(kernel)
+      .fake([](const Tensor& self, Ints dims) {
+        Tensor out = self.permute(dims);
+        if (!symbolic_fake(self)) return out;
+        const SymInts in_sizes = self.sym_sizes(), in_strides = self.sym_strides();
+        SymInts sizes, strides;
+        for (int64_t d : dims) {
+          const auto k = static_cast<size_t>(wrap_dim(d, self.dim(), "aten::permute"));
+          sizes.push_back(in_sizes[k]);
+          strides.push_back(in_strides[k]);
+        }
+        return with_sym_shape(out, std::move(sizes), std::move(strides));
+      })
+      .dtypes(kAll);
   b.autograd(
       [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
         const Ints dims = saved_ints(ctx, "dims");
@@ -287,7 +471,7 @@ void register_to_copy(Library& lib, const std::string& fam) {
     Tensor out = new_like(self, format.value_or(MemoryFormat::Preserve),
                           TensorOptions(dtype.value_or(self.dtype()), device.value_or(self.device())), name);
     out.copy_(self);  // converts the dtype (a no-op on fake tensors)
-    return out;
+    return sym_like(out, self);
   };
   b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
   b.autograd(
@@ -338,7 +522,25 @@ void register_slice(Library& lib, const std::string& fam) {
               "elements start, start+step, ... before end along dim (start/end clamped into range), sharing storage");
   auto kernel = [](const Tensor& self, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
                    int64_t step) { return self.slice(dim, start, end, step); };
-  b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
+  b.composite_explicit(kernel)
+      .fake([](const Tensor& self, int64_t dim, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt,
+               int64_t step) {
+        Tensor out = self.slice(dim, start_opt, end_opt, step);
+        if (!symbolic_fake(self)) return out;
+        const auto d = static_cast<size_t>(wrap_dim(dim, self.dim(), "aten::slice"));
+        SymInts sizes = self.sym_sizes(), strides = self.sym_strides();
+        const SymInt n = sizes[d];
+        SymInt start = start_opt.value_or(0);
+        SymInt end = end_opt ? SymInt(*end_opt) : n;
+        if (start_opt.value_or(0) < 0) start = start + n;
+        if (end_opt && *end_opt < 0) end = end + n;
+        start = sym_min(sym_max(start, SymInt(0)), n);
+        end = sym_min(sym_max(end, start), n);
+        sizes[d] = floordiv(end - start + SymInt(step - 1), SymInt(step));
+        strides[d] = strides[d] * SymInt(step);
+        return with_sym_shape(out, std::move(sizes), std::move(strides));
+      })
+      .dtypes(kAll);
   // Backward: the gradient spread to every step-th place (a size-1 dim padded to step, merged),
   // then padded with zeros before `start` and up to the input's size (cropped where it overshoots).
   b.autograd(
@@ -384,7 +586,17 @@ void register_select(Library& lib, const std::string& fam) {
   OpBuilder b(lib, "aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)", fam,
               "the slice at index (negative counts from the end) along dim, that dim removed, sharing storage");
   auto kernel = [](const Tensor& self, int64_t dim, int64_t index) { return self.select(dim, index); };
-  b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
+  b.composite_explicit(kernel)
+      .fake([](const Tensor& self, int64_t dim, int64_t index) {
+        Tensor out = self.select(dim, index);
+        if (!symbolic_fake(self)) return out;
+        const int64_t d = wrap_dim(dim, self.dim(), "aten::select");
+        SymInts sizes = self.sym_sizes(), strides = self.sym_strides();
+        sizes.erase(sizes.begin() + d);
+        strides.erase(strides.begin() + d);
+        return with_sym_shape(out, std::move(sizes), std::move(strides));
+      })
+      .dtypes(kAll);
   b.autograd(
       [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
         const int64_t dim = ctx.get("dim").to_int(), index = ctx.get("index").to_int(), n = ctx.get("n").to_int();
@@ -420,7 +632,16 @@ Tensor squeeze_dims(const Tensor& self, const Ints& dims, std::string_view op) {
     sizes.push_back(self.size(d));
     strides.push_back(self.stride(d));
   }
-  return self.as_strided(sizes, strides, self.storage_offset());
+  Tensor out = self.as_strided(sizes, strides, self.storage_offset());
+  if (!symbolic_fake(self)) return out;
+  const SymInts in_sizes = self.sym_sizes(), in_strides = self.sym_strides();
+  SymInts sym_sizes, sym_strides;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (chosen[static_cast<size_t>(d)] && self.size(d) == 1) continue;
+    sym_sizes.push_back(in_sizes[static_cast<size_t>(d)]);
+    sym_strides.push_back(in_strides[static_cast<size_t>(d)]);
+  }
+  return with_sym_shape(out, std::move(sym_sizes), std::move(sym_strides));
 }
 
 void register_squeeze(Library& lib, const std::string& fam) {
@@ -480,7 +701,27 @@ void register_diagonal(Library& lib, const std::string& fam) {
   auto kernel = [](const Tensor& self, int64_t offset, int64_t dim1, int64_t dim2) {
     return self.diagonal(offset, dim1, dim2);
   };
-  b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
+  b.composite_explicit(kernel)
+      .fake([](const Tensor& self, int64_t offset, int64_t dim1, int64_t dim2) {
+        Tensor out = self.diagonal(offset, dim1, dim2);
+        if (!symbolic_fake(self)) return out;
+        const auto d1 = static_cast<size_t>(wrap_dim(dim1, self.dim(), "aten::diagonal"));
+        const auto d2 = static_cast<size_t>(wrap_dim(dim2, self.dim(), "aten::diagonal"));
+        const SymInts in_sizes = self.sym_sizes(), in_strides = self.sym_strides();
+        const SymInt off(offset);
+        const SymInt diag = offset >= 0 ? sym_max(sym_min(in_sizes[d1], in_sizes[d2] - off), SymInt(0))
+                                        : sym_max(sym_min(in_sizes[d1] + off, in_sizes[d2]), SymInt(0));
+        SymInts sizes, strides;
+        for (size_t d = 0; d < in_sizes.size(); ++d) {
+          if (d == d1 || d == d2) continue;
+          sizes.push_back(in_sizes[d]);
+          strides.push_back(in_strides[d]);
+        }
+        sizes.push_back(diag);
+        strides.push_back(in_strides[d1] + in_strides[d2]);
+        return with_sym_shape(out, std::move(sizes), std::move(strides));
+      })
+      .dtypes(kAll);
   // Backward: the gradient added at the diagonal's element positions in a flat zero buffer
   // (positions: the same diagonal taken from the element indices 0..numel-1).
   b.autograd(
@@ -610,7 +851,12 @@ void register_alias_and_split(Library& lib, const std::string& fam) {
     auto kernel = [](const Tensor& self) {
       return self.as_strided(self.sizes(), self.strides(), self.storage_offset());
     };
-    b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
+    b.composite_explicit(kernel)
+        .fake([](const Tensor& self) {
+          Tensor out = self.as_strided(self.sizes(), self.strides(), self.storage_offset());
+          return symbolic_fake(self) ? with_sym_shape(out, self.sym_sizes(), self.sym_strides()) : out;
+        })
+        .dtypes(kAll);
     b.autograd([](autograd::AutogradContext&, const Grads& g) -> Grads { return {g[0]}; });
     b.vmap([ops = Ops(r)](const VmapInfo&, const Stack& inputs, const std::vector<std::optional<int64_t>>& in_dims) {
       return std::make_pair(ops.call("aten::alias", inputs), std::vector<std::optional<int64_t>>{in_dims[0]});
@@ -633,9 +879,16 @@ void register_alias_and_split(Library& lib, const std::string& fam) {
                     dim, "), but got split_sizes=", shape_string(sizes));
     std::vector<Tensor> pieces;
     int64_t start = 0;
+    const bool symbolic = symbolic_fake(self);
+    if (symbolic) (void)(self.sym_sizes()[static_cast<size_t>(dim)] == SymInt(total));  // the guard
     for (int64_t s : sizes) {
       pieces.push_back(self.narrow(dim, start, s));
       start += s;
+      if (symbolic) {
+        SymInts piece_sizes = self.sym_sizes();
+        piece_sizes[static_cast<size_t>(dim)] = SymInt(s);
+        pieces.back() = with_sym_shape(pieces.back(), std::move(piece_sizes), self.sym_strides());
+      }
     }
     return pieces;
   };
@@ -770,7 +1023,20 @@ void register_cat(Library& lib, const std::string& fam) {
   });
   b.fake([name](const std::vector<Tensor>& tensors, int64_t dim) {
     CatPlan plan = plan_cat(tensors, dim, name);
-    return empty_strided(plan.sizes, plan.strides, TensorOptions(plan.dtype, tensors[0].device()));
+    Tensor out = empty_strided(plan.sizes, plan.strides, TensorOptions(plan.dtype, tensors[0].device()));
+    if (plan.kept.empty() || std::none_of(plan.kept.begin(), plan.kept.end(), symbolic_fake)) return out;
+    // Each size from the first input (the others equal to it: guards), the cat dim summed.
+    SymInts sizes = plan.kept.front().sym_sizes();
+    const auto d = static_cast<size_t>(plan.dim);
+    sizes[d] = SymInt(0);
+    for (const Tensor& t : plan.kept) {
+      const SymInts ts = t.sym_sizes();
+      for (size_t k = 0; k < ts.size(); ++k) {
+        if (k != d) (void)(ts[k] == sizes[k]);
+      }
+      sizes[d] = sizes[d] + ts[d];
+    }
+    return with_dense_sym_shape(out, std::move(sizes));
   });
   b.dtypes(kAll);
   b.autograd_kernel(cat_autograd_kernel(r, name));
@@ -840,7 +1106,7 @@ void register_flip(Library& lib, const std::string& fam) {
   });
   b.fake([name](const Tensor& self, Ints dims) {
     dim_mask(dims, self.dim(), name, "dims");
-    return new_like(self, MemoryFormat::Preserve, self.options(), name);
+    return sym_like(new_like(self, MemoryFormat::Preserve, self.options(), name), self);
   });
   b.dtypes(kAll);
   b.autograd(
@@ -903,7 +1169,16 @@ void register_repeat(Library& lib, const std::string& fam) {
     return out;
   });
   b.fake([name](const Tensor& self, Ints repeats) {
-    return empty(plan_repeat(self, repeats, name).target, self.options());
+    Tensor out = empty(plan_repeat(self, repeats, name).target, self.options());
+    if (!symbolic_fake(self)) return out;
+    const SymInts in_sizes = self.sym_sizes();
+    const int64_t lead = static_cast<int64_t>(repeats.size()) - self.dim();
+    SymInts sizes;
+    for (int64_t i = 0; i < static_cast<int64_t>(repeats.size()); ++i) {
+      const SymInt r(repeats[static_cast<size_t>(i)]);
+      sizes.push_back(i < lead ? r : r * in_sizes[static_cast<size_t>(i - lead)]);
+    }
+    return with_dense_sym_shape(out, std::move(sizes));
   });
   b.dtypes(kAll);
   // Backward: the gradient seen as [r0, p0, r1, p1, ...], summed over the repeat dims.
@@ -995,6 +1270,23 @@ void register_constant_pad_nd(Library& lib, const std::string& fam) {
   // The output: a copy of the cropped input when nothing is added (clone's layout), else a new
   // tensor in self's suggested memory format filled with value by aten::fill.Scalar (which checks
   // that value fits the dtype, as PyTorch's fill_), the input copied inside.
+  // Symbolic fakes: each padded dim's size plus its two pads.
+  auto symbolic = [](const Tensor& self, const Ints& pad, const Tensor& out) {
+    if (!symbolic_fake(self)) return out;
+    SymInts sizes = self.sym_sizes();
+    for (size_t i = 0; 2 * i + 1 < pad.size(); ++i) {
+      const size_t d = sizes.size() - 1 - i;
+      sizes[d] = sizes[d] + SymInt(pad[2 * i] + pad[2 * i + 1]);
+    }
+    return with_dense_sym_shape(out, std::move(sizes));
+  };
+  auto fake = [name, ops = Ops(r), symbolic](const Tensor& self, Ints pad, const Scalar& value) {
+    const PadPlan plan = plan_pad(self, pad, name);
+    if (plan.crop_only) return symbolic(self, pad, ops.tensor("aten::clone", {plan.cropped}));
+    Tensor out =
+        ops.tensor("aten::fill.Scalar", {empty_strided(plan.sizes, suggested_strides(self), self.options()), value});
+    return symbolic(self, pad, out);
+  };
   auto kernel = [name, ops = Ops(r)](const Tensor& self, Ints pad, const Scalar& value) {
     const PadPlan plan = plan_pad(self, pad, name);
     if (plan.crop_only) return ops.tensor("aten::clone", {plan.cropped});
@@ -1003,7 +1295,7 @@ void register_constant_pad_nd(Library& lib, const std::string& fam) {
     pad_interior(out, pad).copy_(plan.cropped);  // a no-op on fake tensors
     return out;
   };
-  b.cpu(kernel).fake(kernel).dtypes(kAll);
+  b.cpu(kernel).fake(fake).dtypes(kAll);
   b.autograd(
       [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
         Ints negated = saved_ints(ctx, "pad");
@@ -1042,7 +1334,7 @@ void register_clone_and_copy(Library& lib, const std::string& fam) {
     auto kernel = [name = b.name()](const Tensor& self, std::optional<MemoryFormat> format) {
       Tensor out = new_like(self, format.value_or(MemoryFormat::Preserve), self.options(), name);
       out.copy_(self);  // a no-op on fake tensors
-      return out;
+      return sym_like(out, self);
     };
     b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
     b.autograd([](autograd::AutogradContext&, const Grads& g) -> Grads { return {g[0], Tensor()}; });
@@ -1076,15 +1368,21 @@ void register_clone_and_copy(Library& lib, const std::string& fam) {
                     ": argument 'src' is on ", src.device().to_string(), " but 'self' is on ",
                     self.device().to_string());
     out.copy_(src);  // broadcasts and converts; a no-op on fake tensors
-    return out;
+    return sym_like(out, self);
   };
   b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
   b.autograd(
       [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
-        return {ops.zeros_like(g[0]), ops.sum_to(g[0], saved_ints(ctx, "src_sizes")), Tensor()};
+        // src's gradient in src's dtype, converted by an op (a captured backward records it).
+        Tensor src_grad = ops.sum_to(g[0], saved_ints(ctx, "src_sizes"));
+        const DType src_dtype = ctx.get("src_dtype").to<DType>();
+        if (src_grad.dtype() != src_dtype && (is_floating(src_dtype) || is_complex(src_dtype)))
+          src_grad = ops.to(src_grad, src_dtype);
+        return {ops.zeros_like(g[0]), src_grad, Tensor()};
       },
       [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
         ctx.set("src_sizes", IValue(vec(inputs[1].to_tensor().sizes())));
+        ctx.set("src_dtype", IValue(inputs[1].to_tensor().dtype()));
       });
   // Both batched at 0 (an unbatched one expanded), src lined up with self's trailing dims.
   b.vmap([ops = Ops(r)](const VmapInfo& info, const Stack& inputs, const std::vector<std::optional<int64_t>>& in_dims) {

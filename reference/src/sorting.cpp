@@ -23,6 +23,36 @@ namespace opconform::reference {
 namespace {
 
 using namespace detail;
+
+// ---- symbolic sizes of fake outputs (test_aot_dispatch_dynamic; as in shape.cpp) ----
+// A fake input with symbolic sizes gives outputs whose sym_sizes() are expressions of its
+// symbols (dense strides in the concrete output's dimension order), so a captured graph replays
+// at other sizes; concrete fakes and real tensors are unchanged.
+bool symbolic_fake(const Tensor& t) { return t.defined() && t.is_fake() && t.has_symbolic_sizes(); }
+
+Tensor with_dense_sym_shape(const Tensor& out, std::vector<SymInt> sizes) {
+  const int64_t n = out.dim();
+  OPCONFORM_CHECK(static_cast<int64_t>(sizes.size()) == n, ErrorCode::kInternal, "symbolic shape of rank ",
+                  sizes.size(), " for an output of rank ", n);
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    if (out.stride(a) != out.stride(b)) return out.stride(a) < out.stride(b);
+    return a > b;
+  });
+  std::vector<SymInt> strides(static_cast<size_t>(n), SymInt(0));
+  SymInt next = 1;
+  for (int64_t d : order) {
+    const SymInt& s = sizes[static_cast<size_t>(d)];
+    OPCONFORM_CHECK(concrete_stand_in(s) == out.size(d), ErrorCode::kInternal, "symbolic size ", s,
+                    " of dimension ", d, " disagrees with the output's size ", out.size(d));
+    strides[static_cast<size_t>(d)] = next;
+    next = s.is_symbolic() ? next * s : next * std::max<int64_t>(*s.maybe_as_int(), 1);
+  }
+  Tensor t = out.as_strided(out.sizes(), out.strides(), out.storage_offset());
+  t.unsafe_impl()->sym_shape = std::make_shared<const SymShape>(SymShape{std::move(sizes), std::move(strides)});
+  return t;
+}
 using conformance::SampleDraw;
 using Grads = std::vector<Tensor>;
 
@@ -156,7 +186,12 @@ Tensor nonzero_kernel(std::string_view op, const Tensor& self) {
 // position j; summing over k gives the input's gradient (zero where nothing was picked).
 Tensor scatter_back(const Ops& ops, const Tensor& g, const Tensor& index, int64_t d, const std::vector<int64_t>& sizes) {
   if (sizes.empty()) return g;  // 0-d: the one value is the input
-  const Tensor mask = one_hot(ops, ops.unsqueeze(index, d + 1), d + 1, sizes[d]);
+  // The positions 0..n-1 come from aten::arange (a registry op), so a captured backward makes them.
+  const Tensor lifted = ops.unsqueeze(index, d + 1);
+  std::vector<int64_t> positions_shape(static_cast<size_t>(lifted.dim()), 1);
+  positions_shape[static_cast<size_t>(d + 1)] = sizes[static_cast<size_t>(d)];
+  const Tensor positions = ops.view(ops.arange(sizes[static_cast<size_t>(d)], index.device()), positions_shape);
+  const Tensor mask = ops.tensor("aten::eq.Tensor", {positions, lifted});
   Tensor picked = ops.where(mask, ops.unsqueeze(g, d + 1), ops.scalar_like(0, g));
   return ops.sum_dims(picked, {d}, /*keepdim=*/false);
 }
@@ -200,8 +235,13 @@ void register_sorting(Library& lib) {
           wrap_dim(dim, self.dim(), name);
           check_sortable(name, self.dtype());
           const auto strides = sort_strides(self);
-          return std::make_tuple(empty_strided(self.sizes(), strides, self.options()),
-                                 empty_strided(self.sizes(), strides, TensorOptions(DType::Int64, self.device())));
+          Tensor values = empty_strided(self.sizes(), strides, self.options());
+          Tensor indices = empty_strided(self.sizes(), strides, TensorOptions(DType::Int64, self.device()));
+          if (symbolic_fake(self)) {
+            values = with_dense_sym_shape(values, self.sym_sizes());
+            indices = with_dense_sym_shape(indices, self.sym_sizes());
+          }
+          return std::make_tuple(values, indices);
         })
         .autograd(picked_values_backward(ops), remember_dim(1))
         .dtypes(sortable)
@@ -222,7 +262,16 @@ void register_sorting(Library& lib) {
           const int64_t d = wrap_dim(dim, self.dim(), name);
           check_sortable(name, self.dtype());
           const auto shape = topk_shape(name, self, k, d);
-          return std::make_tuple(empty(shape, self.options()), empty(shape, TensorOptions(DType::Int64, self.device())));
+          Tensor values = empty(shape, self.options());
+          Tensor indices = empty(shape, TensorOptions(DType::Int64, self.device()));
+          if (symbolic_fake(self) && self.dim() > 0) {
+            std::vector<SymInt> sizes = self.sym_sizes();
+            (void)(sizes[static_cast<size_t>(d)] >= SymInt(k));  // the guard that k fits
+            sizes[static_cast<size_t>(d)] = SymInt(k);
+            values = with_dense_sym_shape(values, sizes);
+            indices = with_dense_sym_shape(indices, std::move(sizes));
+          }
+          return std::make_tuple(values, indices);
         })
         .autograd(picked_values_backward(ops), remember_dim(2))
         .dtypes(kReal)

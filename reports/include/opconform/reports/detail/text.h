@@ -13,9 +13,6 @@ namespace opconform::reports::detail {
 const std::vector<Outcome>& all_outcomes();
 // passed and skipped are ok (CheckResult::ok()); anything else is worth a line in a report.
 bool is_ok(Outcome o);
-// How bad an outcome is, for the worst of several (HTML matrix cells): the order of
-// conformance::combine(), failed > crashed > timed_out > mistrusted > unsupported > passed > skipped.
-int severity(Outcome o);
 
 // `s` with each invalid UTF-8 sequence replaced by U+FFFD: kernel messages may hold any bytes,
 // and JSON, XML and HTML all require valid UTF-8.
