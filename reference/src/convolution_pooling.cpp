@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "opconform/core/fake_tensor.h"
 #include "opconform/reference/detail/calls.h"
 #include "opconform/reference/detail/elementwise.h"
 #include "opconform/reference/detail/op_builder.h"
@@ -59,6 +60,11 @@ void check_all(std::string_view op, std::string_view arg, const Ints& v, int64_t
                     shape_string(v));
   }
 }
+
+// A fake tensor with symbolic sizes (a dynamic capture): the fake kernels then compute output
+// sizes from sym_sizes() so the captured graph replays at other sizes.
+bool is_symbolic(const Tensor& t) { return t.defined() && t.is_fake() && t.has_symbolic_sizes(); }
+using SymInts = std::vector<SymInt>;
 
 // ---- registry calls shared by the formulas ----
 
@@ -143,6 +149,22 @@ ConvPlan plan_convolution(std::string_view op, const Tensor& input, const Tensor
     }
   }
   return p;
+}
+
+// The output sizes of a planned convolution with symbolic input and weight sizes (the same
+// formulas as plan_convolution, on sym_sizes()).
+SymInts sym_conv_sizes(const ConvPlan& p, const Tensor& input, const Tensor& weight) {
+  const SymInts in = input.sym_sizes(), w = weight.sym_sizes();
+  SymInts out{in[0], p.transposed ? w[1] * p.groups : w[0]};
+  for (size_t i = 0; i < p.kernel.size(); ++i) {
+    const SymInt extent = (w[2 + i] - 1) * p.dilation[i] + 1;
+    if (!p.transposed) {
+      out.push_back(floordiv(in[2 + i] + 2 * p.padding[i] - extent, SymInt(p.stride[i])) + 1);
+    } else {
+      out.push_back((in[2 + i] - 1) * p.stride[i] - 2 * p.padding[i] + extent + p.output_padding[i]);
+    }
+  }
+  return out;
 }
 
 // y[n, o, j] = bias[o] + sum over the input channels c of o's group and the kernel offsets k of
@@ -297,6 +319,21 @@ int64_t pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int
   return out;
 }
 
+SymInt sym_pooled_size(const SymInt& in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
+  SymInt out = floordiv(in + (2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0)), SymInt(stride)) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) out = out - 1;
+  return out;
+}
+
+// The output sizes of a planned pooling with a symbolic input.
+SymInts sym_pool_sizes(const PoolPlan& p, const Tensor& input, bool ceil_mode) {
+  SymInts sizes = input.sym_sizes();
+  const SymInt h = sizes[sizes.size() - 2], w = sizes.back();
+  sizes[sizes.size() - 2] = sym_pooled_size(h, p.kernel_h, p.pad_h, p.stride_h, p.dilation_h, ceil_mode);
+  sizes.back() = sym_pooled_size(w, p.kernel_w, p.pad_w, p.stride_w, p.dilation_w, ceil_mode);
+  return sizes;
+}
+
 Ints pair_of(std::string_view op, std::string_view arg, const Ints& v) {
   OPCONFORM_CHECK(v.size() == 1 || v.size() == 2, ErrorCode::kInvalidArgument, op, ": argument '", arg,
                   "' must be a single int or two ints, got ", shape_string(v));
@@ -436,25 +473,38 @@ Tensor avg_pool_cpu(const PoolPlan& p, const AvgPoolOptions& o, const Tensor& in
 // (cells outside the clipped window point past the plane and are dropped) and the coefficients
 // 1 / divisor (0 for those cells) are built from the sizes.
 Tensor avg_pool_backward(const Ops& ops, const Tensor& g, const PoolPlan& p, const AvgPoolOptions& o, const Ints& input_sizes) {
+  // The windows are built with registry ops (so the formula can be captured into a graph): over
+  // [out rows, out cols, kernel rows, kernel cols], the clipped window bounds as avg_window.
   const int64_t cells = p.kernel_h * p.kernel_w, positions = p.out_height * p.out_width, plane = p.height * p.width;
-  std::vector<int64_t> index;
-  std::vector<double> coefficient;
-  for (int64_t oh = 0; oh < p.out_height; ++oh) {
-    for (int64_t ow = 0; ow < p.out_width; ++ow) {
-      const AvgWindow win = avg_window(p, o, oh, ow);
-      for (int64_t i = 0; i < cells; ++i) {
-        const int64_t h = win.h0 + i / p.kernel_w, w = win.w0 + i % p.kernel_w;
-        const bool inside = !win.empty() && h < win.h1 && w < win.w1;
-        index.push_back(inside ? h * p.width + w : plane);
-        coefficient.push_back(inside ? 1.0 / static_cast<double>(win.divisor) : 0.0);
-      }
-    }
-  }
-  std::vector<int64_t> all_planes;
-  for (int64_t c = 0; c < p.planes; ++c) all_planes.insert(all_planes.end(), index.begin(), index.end());
-  Tensor idx = from_vector<int64_t>(all_planes, {p.planes, positions * cells}).to(g.device());
-  Tensor coef = from_vector<double>(coefficient, {positions, cells}).to(g.dtype(), g.device());
-  Tensor spread = ops.mul(ops.reshape(g, {p.planes, positions, 1}), coef);  // [planes, positions, cells]
+  const Device device = g.device();
+  auto positions_along = [&](int64_t n, int64_t at) {
+    Ints shape(4, 1);
+    shape[static_cast<size_t>(at)] = n;
+    return ops.view(ops.arange(n, device), shape);
+  };
+  auto scalar = [&](int64_t v) { return IValue(Scalar(v)); };
+  auto clamp_max = [&](const Tensor& t, int64_t hi) { return ops.tensor("aten::clamp", {t, IValue(), scalar(hi)}); };
+  auto clamp_min = [&](const Tensor& t, int64_t lo) { return ops.tensor("aten::clamp", {t, scalar(lo), IValue()}); };
+  auto bounds = [&](int64_t n, int64_t at, int64_t stride, int64_t pad, int64_t kernel, int64_t size) {
+    const Tensor lo = ops.add(ops.mul(positions_along(n, at), Scalar(stride)), Scalar(-pad));
+    const Tensor hi = clamp_max(ops.add(lo, Scalar(kernel)), size + pad);
+    return std::make_tuple(lo, hi, clamp_min(lo, 0), clamp_max(hi, size));
+  };
+  const auto [h0, h1, h0c, h1c] = bounds(p.out_height, 0, p.stride_h, p.pad_h, p.kernel_h, p.height);
+  const auto [w0, w1, w0c, w1c] = bounds(p.out_width, 1, p.stride_w, p.pad_w, p.kernel_w, p.width);
+  Tensor divisor;
+  if (o.divisor_override) divisor = ops.full({1, 1, 1, 1}, *o.divisor_override, DType::Int64, device);
+  else if (o.count_include_pad) divisor = ops.mul(ops.sub(h1, h0), ops.sub(w1, w0));
+  else divisor = ops.mul(ops.sub(h1c, h0c), ops.sub(w1c, w0c));
+  const Tensor h = ops.add(h0c, positions_along(p.kernel_h, 2)), w = ops.add(w0c, positions_along(p.kernel_w, 3));
+  const Tensor inside = ops.tensor("aten::logical_and", {ops.tensor("aten::lt.Tensor", {h, h1c}),
+                                                         ops.tensor("aten::lt.Tensor", {w, w1c})});
+  const Tensor cell = ops.add(ops.mul(h, Scalar(p.width)), w);
+  const Tensor index = ops.where(inside, cell, ops.full({}, plane, DType::Int64, device));  // [OH, OW, kh, kw]
+  const Tensor reciprocal = ops.tensor("aten::reciprocal", {ops.to(divisor, g.dtype())});
+  const Tensor coef = ops.where(inside, reciprocal, ops.scalar_like(0, g));
+  Tensor idx = ops.expand(ops.reshape(index, {1, positions * cells}), {p.planes, positions * cells});
+  Tensor spread = ops.mul(ops.reshape(g, {p.planes, positions, 1}), ops.reshape(coef, {positions, cells}));
   return scatter_into_planes(ops, ops.reshape(spread, {p.planes, positions * cells}), idx, p.planes, plane, input_sizes, true);
 }
 
@@ -504,6 +554,8 @@ void register_convolution_pooling(Library& lib) {
                      const Ints& padding, const Ints& dilation, bool transposed, const Ints& output_padding, int64_t groups) {
           const ConvPlan p =
               plan_convolution(name, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+          if (is_symbolic(input) || is_symbolic(weight) || (bias && is_symbolic(*bias)))
+            return make_fake_tensor(sym_conv_sizes(p, input, weight), input.dtype(), input.device());
           return empty(p.out_sizes(), input.options());
         })
         .autograd(with_ops(r, convolution_backward),
@@ -527,6 +579,11 @@ void register_convolution_pooling(Library& lib) {
         .fake([name](const Tensor& self, const Ints& kernel_size, const Ints& stride, const Ints& padding,
                      const Ints& dilation, bool ceil_mode) {
           const PoolPlan p = plan_pool(name, self, kernel_size, stride, padding, dilation, ceil_mode);
+          if (is_symbolic(self)) {
+            const SymInts sizes = sym_pool_sizes(p, self, ceil_mode);
+            return std::make_tuple(make_fake_tensor(sizes, self.dtype(), self.device()),
+                                   make_fake_tensor(sizes, DType::Int64, self.device()));
+          }
           return std::make_tuple(empty(p.out_sizes(), self.options()),
                                  empty(p.out_sizes(), TensorOptions(DType::Int64, self.device())));
         })
@@ -544,10 +601,14 @@ void register_convolution_pooling(Library& lib) {
                 for (int64_t ow = 0; ow < p.out_width; ++ow) empty_windows.push_back(max_window(p, oh, ow).empty());
               Tensor index = ops.reshape(indices, {p.planes, positions});
               const bool any_empty = std::find(empty_windows.begin(), empty_windows.end(), true) != empty_windows.end();
-              if (any_empty) {  // send them to a dropped column
-                Tensor mask = empty({positions}, TensorOptions(DType::Bool));
-                for (int64_t i = 0; i < positions; ++i) mask.set({i}, Scalar(static_cast<bool>(empty_windows[i])));
-                index = ops.where(mask.to(x.device()), scalar_tensor(Scalar(plane), TensorOptions(DType::Int64, x.device())), index);
+              if (any_empty) {  // send them to a dropped column (the mask built with registry ops)
+                Tensor mask = ops.full({positions}, false, DType::Bool, x.device());
+                for (int64_t i = 0; i < positions; ++i) {
+                  if (!empty_windows[i]) continue;
+                  mask = ops.tensor("aten::select_scatter", {mask, ops.full({}, true, DType::Bool, x.device()),
+                                                             IValue(int64_t{0}), IValue(i)});
+                }
+                index = ops.where(mask, ops.full({}, plane, DType::Int64, x.device()), index);
               }
               Tensor gx = scatter_into_planes(ops, ops.reshape(g[0], {p.planes, positions}), index, p.planes, plane,
                                               sizes_of(x), any_empty);
@@ -580,7 +641,9 @@ void register_convolution_pooling(Library& lib) {
      })
         .fake([plan](const Tensor& self, const Ints& kernel_size, const Ints& stride, const Ints& padding, bool ceil_mode,
                      bool, std::optional<int64_t> divisor_override) {
-          return empty(plan(self, kernel_size, stride, padding, ceil_mode, divisor_override).out_sizes(), self.options());
+          const PoolPlan p = plan(self, kernel_size, stride, padding, ceil_mode, divisor_override);
+          if (is_symbolic(self)) return make_fake_tensor(sym_pool_sizes(p, self, ceil_mode), self.dtype(), self.device());
+          return empty(p.out_sizes(), self.options());
         })
         .autograd(
             [ops = Ops(r), plan](autograd::AutogradContext& ctx, const Grads& g) -> Grads {

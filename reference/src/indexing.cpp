@@ -68,6 +68,22 @@ int64_t nonempty_rank(const Tensor& t) { return std::max<int64_t>(t.dim(), 1); }
 int64_t nonempty_size(const Tensor& t, int64_t d) { return t.dim() == 0 ? 1 : t.size(d); }
 Tensor as_nonempty(const Tensor& t) { return t.dim() == 0 ? t.view({1}) : t; }
 
+// A fake tensor with symbolic sizes (a dynamic capture): fake kernels then compute sizes from
+// sym_sizes(), so the captured graph replays at other sizes.
+bool is_symbolic(const Tensor& t) { return t.defined() && t.is_fake() && t.has_symbolic_sizes(); }
+bool any_symbolic_tensor(std::initializer_list<const Tensor*> ts) {
+  return std::any_of(ts.begin(), ts.end(), [](const Tensor* t) { return t && is_symbolic(*t); });
+}
+// A contiguous fake of symbolic sizes.
+Tensor sym_empty(std::vector<SymInt> sizes, const Tensor& like) {
+  return make_fake_tensor(std::move(sizes), like.dtype(), like.device());
+}
+SymInt sym_numel_of(const Tensor& t) {
+  SymInt n(1);
+  for (const SymInt& s : t.sym_sizes()) n = n * s;
+  return n;
+}
+
 // The strides clone() gives (PyTorch's preserve_format): self's when dense, else row-major.
 Sizes clone_strides(const Tensor& t) {
   return t.is_non_overlapping_and_dense() ? to_sizes(t.strides()) : contiguous_strides(t.sizes());
@@ -164,6 +180,7 @@ Tensor gather_cpu(const Tensor& self, int64_t dim, const Tensor& index, bool /*s
 
 Tensor gather_fake(const Tensor& self, int64_t dim, const Tensor& index, bool) {
   check_gather(self, dim, index);
+  if (any_symbolic_tensor({&self, &index})) return sym_empty(index.sym_sizes(), self);
   return empty(index.sizes(), self.options());
 }
 
@@ -383,6 +400,11 @@ Tensor index_select_cpu(const Tensor& self, int64_t dim, const Tensor& index) {
 
 Tensor index_select_fake(const Tensor& self, int64_t dim, const Tensor& index) {
   dim = check_index_select(self, dim, index);
+  if (any_symbolic_tensor({&self, &index})) {
+    std::vector<SymInt> sizes = self.sym_sizes();
+    if (!sizes.empty()) sizes[dim] = sym_numel_of(index);
+    return sym_empty(std::move(sizes), self);
+  }
   return empty(index_select_sizes(self, dim, index), self.options());
 }
 
@@ -419,6 +441,7 @@ std::string sym_string(const std::vector<SymInt>& s) {
 struct IndexPlan {
   Sizes perm;                        // the self dim behind each dim of the indexed view
   Sizes sizes, strides;              // self permuted by perm
+  std::vector<SymInt> sym_sizes;     // sizes, symbolic in a fake run of symbolic self
   std::vector<IndexOperand> index;   // one per indexed dim, broadcast to index_shape, int64
   int64_t before = 0;                // dims of the view before the indexed ones
   std::vector<SymInt> index_shape;   // the broadcast shape of the index tensors
@@ -440,7 +463,9 @@ void append_mask_positions(std::string_view op, const Tensor& self, const Tensor
                     " does not match the shape of the indexed tensor ", shape_string(self.sizes()), " at index ", d);
   }
   if (fake) {
-    const SymInt count = mask.numel() == 0 ? SymInt(0) : get_ctx().new_dynamic_size(0, mask.numel());
+    const SymInt count = mask.numel() == 0 ? SymInt(0)
+                         : is_symbolic(mask) ? get_ctx().new_dynamic_size()
+                                             : get_ctx().new_dynamic_size(0, mask.numel());
     for (int64_t j = 0; j < k; ++j) per_dim.push_back(IndexOperand{{count}, {k}, Tensor(), false});
     return;
   }
@@ -465,7 +490,9 @@ std::optional<SymInt> broadcast_dim(const SymInt& a, const SymInt& b) {
   if (ca && cb) return *ca == *cb ? std::optional<SymInt>(a) : std::nullopt;
   if (cb) return b;
   if (ca) return a;
-  return a.node() == b.node() ? a : get_ctx().new_dynamic_size();
+  if (a.node() == b.node()) return a;
+  if (a.hint() && b.hint()) return a == b ? std::optional<SymInt>(a) : std::nullopt;  // guards a == b
+  return get_ctx().new_dynamic_size();
 }
 
 // The index tensors broadcast together; each operand's sizes and strides become those of its
@@ -538,7 +565,8 @@ IndexPlan plan_indexing(std::string_view op, const Tensor& self, const IndexList
     OPCONFORM_CHECK(d == DType::Int64 || d == DType::Int32, ErrorCode::kInvalidArgument, op,
                     ": tensors used as indices must be long, int, byte or bool tensors, got ", name(d),
                     " at position ", i, " of 'indices'");
-    per_dim.push_back(IndexOperand{sym_sizes_of(t.sizes()), to_sizes(t.strides()), fake ? Tensor() : t, d == DType::Int32});
+    per_dim.push_back(IndexOperand{fake && is_symbolic(t) ? t.sym_sizes() : sym_sizes_of(t.sizes()), to_sizes(t.strides()),
+                                   fake ? Tensor() : t, d == DType::Int32});
   }
   std::vector<IndexOperand*> defined;
   for (auto& o : per_dim) {
@@ -564,7 +592,9 @@ IndexPlan plan_indexing(std::string_view op, const Tensor& self, const IndexList
   for (int64_t d = 0; d < self.dim(); ++d) {
     if (!adjacent && !per_dim[d]) plan.perm.push_back(d);
   }
+  const std::vector<SymInt> self_sym = fake && is_symbolic(self) ? self.sym_sizes() : sym_sizes_of(self.sizes());
   for (int64_t d : plan.perm) {
+    plan.sym_sizes.push_back(self_sym[d]);
     plan.sizes.push_back(self.size(d));
     plan.strides.push_back(self.stride(d));
     if (per_dim[d]) plan.index.push_back(*per_dim[d]);
@@ -580,10 +610,10 @@ IndexPlan plan_indexing(std::string_view op, const Tensor& self, const IndexList
     OPCONFORM_CHECK(plan.sizes[plan.before + k] != 0 || may_be_empty, ErrorCode::kInvalidArgument, op,
                     ": index is out of bounds for dimension ", plan.perm[plan.before + k], " with size 0");
   }
-  for (int64_t d = 0; d < plan.before; ++d) plan.result.emplace_back(plan.sizes[d]);
+  for (int64_t d = 0; d < plan.before; ++d) plan.result.emplace_back(plan.sym_sizes[d]);
   plan.result.insert(plan.result.end(), plan.index_shape.begin(), plan.index_shape.end());
   for (int64_t d = plan.before + plan.indexed(); d < static_cast<int64_t>(plan.sizes.size()); ++d) {
-    plan.result.emplace_back(plan.sizes[d]);
+    plan.result.emplace_back(plan.sym_sizes[d]);
   }
   return plan;
 }
@@ -713,6 +743,11 @@ Tensor index_put_cpu(const Tensor& self, const IndexList& indices, const Tensor&
 Tensor index_put_fake(const Tensor& self, const IndexList& indices, const Tensor& values, bool) {
   const IndexPlan plan = plan_indexing(kIndexPut, self, indices, true);
   check_index_put_values(plan, self, values);
+  if (is_symbolic(self)) {
+    if (self.is_non_overlapping_and_dense())
+      return make_fake_tensor(self.sym_sizes(), self.dtype(), self.device(), self.sym_strides());
+    return sym_empty(self.sym_sizes(), self);
+  }
   return empty_strided(self.sizes(), clone_strides(self), self.options());
 }
 
@@ -732,6 +767,14 @@ Tensor clone_preserve_strides(const Tensor& self) {
   return whole.as_strided(self.sizes(), self.strides(), self.storage_offset());
 }
 
+// clone_preserve_strides's metadata for a fake self with symbolic sizes.
+Tensor sym_clone_preserve_strides(const Tensor& self) {
+  bool overlapping = false;
+  for (int64_t d = 0; d < self.dim(); ++d) overlapping = overlapping || (self.size(d) > 1 && self.stride(d) == 0);
+  if (overlapping && !self.is_non_overlapping_and_dense()) return sym_empty(self.sym_sizes(), self);
+  return make_fake_tensor(self.sym_sizes(), self.dtype(), self.device(), self.sym_strides());
+}
+
 void check_scatter_src_sizes(std::string_view op, const Tensor& slice, const Tensor& src) {
   OPCONFORM_CHECK(std::ranges::equal(slice.sizes(), src.sizes()), ErrorCode::kInvalidArgument, op,
                   ": expected 'src' to have the size of the slice of 'self' (", shape_string(slice.sizes()), "), got ",
@@ -744,6 +787,7 @@ Tensor select_scatter_impl(const Tensor& self, const Tensor& src, int64_t dim, c
   dim = wrap_dim(dim, self.dim(), kSelectScatter);
   const int64_t i = checked_index(kSelectScatter, "index", index.expect_int(), self.size(dim), dim, true);
   check_scatter_src_sizes(kSelectScatter, self.select(dim, i), src);
+  if (any_symbolic_tensor({&self, &src})) return sym_clone_preserve_strides(self);
   Tensor out = clone_preserve_strides(self);
   out.select(dim, i).copy_(src);
   return out;
@@ -757,9 +801,16 @@ Tensor slice_scatter_impl(const Tensor& self, const Tensor& src, int64_t dim, st
                           std::optional<SymInt> end, const SymInt& step) {
   OPCONFORM_CHECK(self.dim() > 0, ErrorCode::kInvalidArgument, kSliceScatter, ": cannot slice a 0-d 'self'");
   dim = wrap_dim(dim, self.dim(), kSliceScatter);
+  if ((start && start->is_symbolic()) || (end && end->is_symbolic()) || step.is_symbolic()) {
+    // Symbolic bounds (a formula's slice of a data-dependent length): only a fake run gets here.
+    OPCONFORM_CHECK(self.is_fake(), ErrorCode::kInvalidArgument, kSliceScatter, ": symbolic bounds on a real tensor");
+    return is_symbolic(self) ? sym_clone_preserve_strides(self)
+                             : make_fake_tensor(self.sym_sizes(), self.dtype(), self.device(), self.sym_strides());
+  }
   const int64_t s = step.expect_int();
   OPCONFORM_CHECK(s > 0, ErrorCode::kInvalidArgument, kSliceScatter, ": 'step' must be positive, got ", s);
   check_scatter_src_sizes(kSliceScatter, self.slice(dim, concrete_opt(start), concrete_opt(end), s), src);
+  if (any_symbolic_tensor({&self, &src})) return sym_clone_preserve_strides(self);
   Tensor out = clone_preserve_strides(self);
   out.slice(dim, concrete_opt(start), concrete_opt(end), s).copy_(src);
   return out;
@@ -791,8 +842,26 @@ Tensor masked_scatter_cpu(const Tensor& self, const Tensor& mask, const Tensor& 
   });
 }
 
+// The broadcast shape of a and b with each dim's size taken symbolically from an input that is
+// not broadcast there.
+std::vector<SymInt> sym_broadcast(const Sizes& shape, std::initializer_list<const Tensor*> inputs) {
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  std::vector<SymInt> sizes(shape.begin(), shape.end());
+  for (int64_t d = 0; d < ndim; ++d) {
+    for (const Tensor* t : inputs) {
+      const int64_t lead = ndim - t->dim();
+      if (d < lead || t->size(d - lead) != shape[d]) continue;
+      sizes[d] = t->sym_sizes()[d - lead];
+      if (sizes[d].is_symbolic()) break;
+    }
+  }
+  return sizes;
+}
+
 Tensor masked_scatter_fake(const Tensor& self, const Tensor& mask, const Tensor& source) {
-  return empty(check_masked_scatter(self, mask, source), self.options());
+  const Sizes shape = check_masked_scatter(self, mask, source);
+  if (any_symbolic_tensor({&self, &mask, &source})) return sym_empty(sym_broadcast(shape, {&self, &mask}), self);
+  return empty(shape, self.options());
 }
 
 // ================================================================================================
@@ -825,7 +894,13 @@ Tensor embedding_cpu(const Tensor& weight, const Tensor& indices, const SymInt&,
 }
 
 Tensor embedding_fake(const Tensor& weight, const Tensor& indices, const SymInt&, bool, bool) {
-  return empty(check_embedding(weight, indices), weight.options());
+  const Sizes sizes = check_embedding(weight, indices);
+  if (any_symbolic_tensor({&weight, &indices})) {
+    std::vector<SymInt> out = indices.sym_sizes();
+    out.push_back(weight.sym_sizes()[1]);
+    return sym_empty(std::move(out), weight);
+  }
+  return empty(sizes, weight.options());
 }
 
 // The checks of embedding_dense_backward; returns the result's sizes [num_weights, width].
@@ -864,6 +939,12 @@ Tensor embedding_backward_cpu(const Tensor& grad, const Tensor& indices, const S
 }
 
 Tensor embedding_backward_fake(const Tensor& grad, const Tensor& indices, const SymInt& num_weights, const SymInt&, bool) {
+  if (any_symbolic_tensor({&grad, &indices}) || num_weights.is_symbolic()) {
+    check_int_index(kEmbeddingBackward, indices, "indices");
+    OPCONFORM_CHECK(grad.dim() >= 1, ErrorCode::kInvalidArgument, kEmbeddingBackward,
+                    ": 'grad_output' must have at least one dimension");
+    return sym_empty({num_weights, grad.sym_sizes().back()}, grad);
+  }
   return empty(check_embedding_backward(grad, indices, num_weights), grad.options());
 }
 
@@ -1097,6 +1178,42 @@ Grads index_backward(const Ops& ops, AutogradContext& ctx, const Grads& g) {
   return {index_put_op(ops, ops.full(saved_sizes(ctx, "self_sizes"), int64_t{0}, g[0]), ctx.get("indices"), g[0], true), {}};
 }
 
+// Under capture, self[indices] with a mask has a data-dependent (unbacked) size whose stand-in is
+// not its value. Where the index tensors are all of one element, a mask's positions make every
+// element of self[indices] a distinct position of self: nothing is written twice, so the
+// last-write mask (whose ids would need that size) is not needed.
+bool distinct_positions(const Tensor& read, const IValue& indices) {
+  if (!is_symbolic(read)) return false;
+  bool unbacked = false;
+  for (const SymInt& s : read.sym_sizes()) unbacked = unbacked || (s.is_symbolic() && !s.hint());
+  if (!unbacked) return false;
+  bool has_mask = false;
+  for (const auto& t : indices.to<IndexList>()) {
+    if (!t || !t->defined()) continue;
+    if (t->dtype() == DType::Bool || t->dtype() == DType::UInt8) has_mask = true;
+    else if (t->numel() > 1) return false;
+  }
+  return has_mask;
+}
+
+// ops.sum_to for a gradient whose sizes may be symbolic: a dim that is not known to be 1 is summed
+// where values has size 1 (so a data-dependent size broadcast to 1 is summed, whatever it is).
+Tensor sum_to_values(const Ops& ops, const Tensor& read, const Sizes& values_sizes) {
+  if (!is_symbolic(read)) return ops.sum_to(read, values_sizes);
+  // No view at the end: a dim of values other than 1 is the (possibly data-dependent) size of read.
+  const int64_t lead = read.dim() - static_cast<int64_t>(values_sizes.size());
+  std::vector<int64_t> leading;
+  for (int64_t d = 0; d < lead; ++d) leading.push_back(d);
+  const Tensor t = leading.empty() ? read : ops.sum_dims(read, leading, /*keepdim=*/false);
+  const std::vector<SymInt> sizes = t.sym_sizes();
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    auto c = sizes[d].maybe_as_int();
+    if (values_sizes[d] == 1 && !(c && *c == 1)) dims.push_back(d);
+  }
+  return dims.empty() ? t : ops.sum_dims(t, dims, /*keepdim=*/true);
+}
+
 Grads index_put_backward(const Ops& ops, AutogradContext& ctx, const Grads& g) {
   const IValue& indices = ctx.get("indices");
   const bool accumulate = ctx.get("accumulate").to_bool();
@@ -1105,14 +1222,17 @@ Grads index_put_backward(const Ops& ops, AutogradContext& ctx, const Grads& g) {
   if (ctx.needs_input_grad(0)) {
     out[0] = accumulate ? g[0] : index_put_op(ops, g[0], indices, ops.full(values_sizes, int64_t{0}, g[0]), false);
   }
-  if (ctx.needs_input_grad(2)) {
+  if (ctx.needs_input_grad(2) && numel_of(values_sizes) == 0) {
+    // Nothing to read (and under capture, a mask's data-dependent count need not be known to be 0).
+    out[2] = ops.full(values_sizes, int64_t{0}, g[0]);
+  } else if (ctx.needs_input_grad(2)) {
     Tensor read = index_op(ops, g[0], indices);
-    if (!accumulate) {
+    if (!accumulate && !distinct_positions(read, indices)) {
       const Tensor kept = last_index_put_writes(ops, saved_sizes(ctx, "self_sizes"), indices, to_sizes(read.sizes()),
                                                 g[0].device());
       read = ops.where(kept, read, ops.scalar_like(0, read));
     }
-    out[2] = ops.sum_to(read, values_sizes);
+    out[2] = sum_to_values(ops, read, values_sizes);
   }
   return out;
 }
@@ -1153,7 +1273,7 @@ Grads masked_scatter_backward(const Ops& ops, AutogradContext& ctx, const Grads&
     const Tensor taken = index_op(ops, as_1d(g[0]), IValue(IndexList{as_1d(mask)}));
     const Tensor flat = ops.tensor("aten::slice_scatter", {ops.full({numel_of(source_sizes)}, int64_t{0}, g[0]), taken,
                                                             IValue(int64_t{0}), IValue(int64_t{0}),
-                                                            IValue(taken.size(0)), IValue(int64_t{1})});
+                                                            IValue(taken.sym_sizes()[0]), IValue(int64_t{1})});
     out[2] = ops.view(flat, source_sizes);
   }
   return out;
@@ -1503,6 +1623,7 @@ void register_indexing(Library& lib) {
       .cpu(scatter_src_cpu)
       .fake([](const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
         check_scatter(kScatterSrc, self, dim, index, &src);
+        if (any_symbolic_tensor({&self, &index, &src})) return sym_empty(self.sym_sizes(), self);
         return empty(self.sizes(), self.options());
       })
       .autograd(with_ops(r, scatter_src_backward), save_dim_op(kScatterSrc))
@@ -1515,6 +1636,7 @@ void register_indexing(Library& lib) {
       .fake([](const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value) {
         check_scatter(kScatterValue, self, dim, index, nullptr);
         check_scatter_value(self, value);
+        if (any_symbolic_tensor({&self, &index})) return sym_empty(self.sym_sizes(), self);
         return empty(self.sizes(), self.options());
       })
       .autograd(with_ops(r, scatter_value_backward), save_dim_op(kScatterValue))
@@ -1526,6 +1648,7 @@ void register_indexing(Library& lib) {
       .cpu(scatter_add_cpu)
       .fake([](const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
         check_scatter(kScatterAdd, self, dim, index, &src);
+        if (any_symbolic_tensor({&self, &index, &src})) return sym_empty(self.sym_sizes(), self);
         return empty(self.sizes(), self.options());
       })
       .autograd(with_ops(r, scatter_add_backward), save_dim_op(kScatterAdd))
@@ -1543,6 +1666,7 @@ void register_indexing(Library& lib) {
                bool) {
         check_reduce_dtype(parse_reduce(reduce), reduce, self.dtype());
         check_scatter(kScatterReduce, self, dim, index, &src);
+        if (any_symbolic_tensor({&self, &index, &src})) return sym_empty(self.sym_sizes(), self);
         return empty(self.sizes(), self.options());
       })
       .autograd(with_ops(r, scatter_reduce_backward),
