@@ -5,6 +5,7 @@
 // at other sizes (every symbolic size one larger, where the guards allow it) and on other data: a
 // size or a value baked into the graph shows there.
 #include <cmath>
+#include <optional>
 
 #include "opconform/compile/capture.h"
 #include "opconform/compile/functionalize.h"
@@ -14,6 +15,7 @@
 #include "opconform/conformance/detail/builtin_checks.h"
 #include "opconform/core/autograd.h"
 #include "opconform/core/error.h"
+#include "opconform/core/generator.h"
 
 namespace opconform::conformance {
 namespace {
@@ -332,8 +334,12 @@ class TestAotDispatchDynamic final : public Check {
       if (v.to_tensor().requires_grad()) leaves.push_back(v.to_tensor());
     Stack returns;
     std::vector<Tensor> eager_grads;
+    // A random op draws the same numbers in the eager forward and the graph's forward.
+    const bool seeded = op.has_tag(Tag::nondeterministic_seeded);
     try {
       Stack stack = flat.rebuild(inputs);
+      std::optional<GeneratorStateGuard> keep;
+      if (seeded) keep.emplace(), manual_seed(0x0bc0f0);
       op.call_boxed(stack);
       for (const auto& r : stack)
         if (const Tensor* t = r.get_if<Tensor>(); t && t->defined() && t->requires_grad()) {
@@ -349,6 +355,8 @@ class TestAotDispatchDynamic final : public Check {
     try {
       autograd::NoGradGuard no_grad;
       const Stack primals = clone_args(flat.tensors);
+      std::optional<GeneratorStateGuard> keep;
+      if (seeded) keep.emplace(), manual_seed(0x0bc0f0);
       Stack fwd = compile::run_graph(joint.forward, primals, ctx.registry);
       Stack bwd = primals;
       bwd.insert(bwd.end(), fwd.begin() + static_cast<std::ptrdiff_t>(joint.num_outputs), fwd.end());

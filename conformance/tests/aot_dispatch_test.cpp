@@ -118,7 +118,7 @@ TEST(AotDispatchDynamic, AFakeKernelThatReadsDataCannotBeCaptured) {
   EXPECT_NE(r.message.find("t::reads"), std::string::npos) << r.message;
 }
 
-TEST(AotDispatchDynamic, IsOptInUntilTheReferenceIsSymbolic) {
+TEST(AotDispatchDynamic, IsOptInForNow) {
   const auto all = check_names();
   EXPECT_EQ(std::count(all.begin(), all.end(), "test_aot_dispatch_dynamic"), 0);
   const auto opt_in = opt_in_check_names();

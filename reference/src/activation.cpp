@@ -7,6 +7,7 @@
 #include <limits>
 #include <numbers>
 
+#include "opconform/core/fake_tensor.h"
 #include "opconform/reference/detail/calls.h"
 #include "opconform/reference/detail/elementwise.h"
 #include "opconform/reference/detail/op_builder.h"
@@ -612,7 +613,9 @@ void register_activation(Library& lib) {
                 gmax = keep_where(ops, cmp("aten::gt.Tensor", x, hi), g[0]);
               }
               auto reduce = [&](size_t arg, const Tensor& grad, const Tensor& like) {
-                return ctx.needs_input_grad(arg) && grad.defined() ? ops.sum_to(grad, like.sizes()) : Tensor();
+                // In the argument's dtype through a registry op (autograd's own cast is not recorded).
+                return ctx.needs_input_grad(arg) && grad.defined() ? ops.to(ops.sum_to(grad, like.sizes()), like.dtype())
+                                                                   : Tensor();
               };
               return {reduce(0, gx, x), reduce(1, gmin, lo), reduce(2, gmax, hi)};
             },
@@ -667,6 +670,7 @@ void register_activation(Library& lib) {
      })
         .fake([name](const Tensor& self, int64_t dim, bool half_to_float) {
           softmax_dim(name, self, dim, half_to_float);
+          if (self.is_fake() && self.has_symbolic_sizes()) return make_fake_tensor(self.sym_sizes(), self.dtype(), self.device());
           return empty(self.sizes(), self.options());
         })
         .autograd(

@@ -186,6 +186,9 @@ Tensor convolution_cpu(const ConvPlan& p, const Tensor& input, const Tensor& wei
       for_each_index(p.kernel, [&](const Ints& k) {
         x_index[0] = n;
         x_index[1] = c;
+        // A tap on the zero padding still multiplies (PyTorch pads the input with zeros, so a
+        // weight of inf or NaN there gives NaN); a transposed convolution has no such taps.
+        bool padded = false;
         for (size_t d = 0; d < dims; ++d) {
           const int64_t j = yi[2 + d];
           int64_t i;
@@ -196,13 +199,18 @@ Tensor convolution_cpu(const ConvPlan& p, const Tensor& input, const Tensor& wei
             if (scaled % p.stride[d] != 0) return;
             i = scaled / p.stride[d];
           }
-          if (i < 0 || i >= p.in_spatial[d]) return;
+          if (i < 0 || i >= p.in_spatial[d]) {
+            if (p.transposed) return;
+            padded = true;
+            i = 0;
+          }
           x_index[2 + d] = i;
           w_index[2 + d] = k[d];
         }
         w_index[0] = p.transposed ? c : o;
         w_index[1] = p.transposed ? o % p.out_per_group() : ci;
-        sum += x[static_cast<size_t>(flat(x_sizes, x_index))] * w[static_cast<size_t>(flat(w_sizes, w_index))];
+        const double wv = w[static_cast<size_t>(flat(w_sizes, w_index))];
+        sum += (padded ? 0.0 : x[static_cast<size_t>(flat(x_sizes, x_index))]) * wv;
       });
     }
     y[static_cast<size_t>(flat(y_sizes, yi))] = sum;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "opconform/core/autograd.h"
+#include "opconform/core/fake_tensor.h"
 #include "opconform/reference/detail/calls.h"
 #include "opconform/reference/detail/elementwise.h"
 #include "opconform/reference/detail/op_builder.h"
@@ -742,11 +743,18 @@ void check_integer_power(std::string_view op, DType base, const Scalar& exponent
                   "'exponent' is ", exponent, " for an integral 'self')");
 }
 
+// A contiguous tensor of t's sizes (symbolic when t is a fake with symbolic sizes): the layout
+// template of an output PyTorch allocates contiguously.
+Tensor contiguous_layout(const Tensor& t) {
+  if (t.is_fake() && t.has_symbolic_sizes()) return make_fake_tensor(t.sym_sizes(), t.dtype(), t.device());
+  return empty_strided(t.sizes(), contiguous_strides(t.sizes()), t.options());
+}
+
 // pow.Tensor_Scalar lays out a unary op of self cast to the result dtype (a strided, non-dense
 // self becomes contiguous by the cast, as Tensor::to does).
 Tensor layout_of_cast(const Tensor& self, DType dtype) {
   if (self.dtype() == dtype || self.is_non_overlapping_and_dense()) return self;
-  return empty_strided(self.sizes(), contiguous_strides(self.sizes()), self.options());
+  return contiguous_layout(self);
 }
 
 // ---- where ----
@@ -1089,8 +1097,7 @@ void register_elementwise_binary(Library& lib) {
     // would be nan+nanj), laid out contiguously: PyTorch's pow_Scalar_out fills a result resized
     // like exponent with 1 and never computes a power.
     auto layout = [](const Scalar& self, const Tensor& exponent) {
-      return is_number_one(self) ? empty_strided(exponent.sizes(), contiguous_strides(exponent.sizes()), exponent.options())
-                                 : exponent;
+      return is_number_one(self) ? contiguous_layout(exponent) : exponent;
     };
     b.cpu([name, plan, layout](const Scalar& self, const Tensor& exponent) {
       const Plan p = plan(self, exponent);

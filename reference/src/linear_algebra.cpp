@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "opconform/core/fake_tensor.h"
 #include "opconform/reference/detail/calls.h"
 #include "opconform/reference/detail/elementwise.h"
 #include "opconform/reference/detail/op_builder.h"
@@ -178,6 +179,21 @@ IValue draw_coefficient(SampleDraw& draw, DType dtype) {
   return IValue(draw.real(-2, 2));
 }
 
+// The fake kernels' contiguous output of sizes taken from the operands: (operand, dim) pairs.
+// With a fake operand of symbolic sizes, each size is that operand's symbolic size.
+Tensor empty_product(std::initializer_list<std::pair<const Tensor*, int64_t>> dims, const TensorOptions& options) {
+  bool symbolic = false;
+  for (const auto& [t, d] : dims) symbolic = symbolic || (t->is_fake() && t->has_symbolic_sizes());
+  if (symbolic) {
+    std::vector<SymInt> sizes;
+    for (const auto& [t, d] : dims) sizes.push_back(t->sym_sizes()[static_cast<size_t>(d)]);
+    return make_fake_tensor(std::move(sizes), options.dtype, options.device);
+  }
+  std::vector<int64_t> sizes;
+  for (const auto& [t, d] : dims) sizes.push_back(t->size(d));
+  return empty(sizes, options);
+}
+
 }  // namespace
 
 void register_linear_algebra(Library& lib) {
@@ -195,7 +211,7 @@ void register_linear_algebra(Library& lib) {
      })
         .fake([name](const Tensor& self, const Tensor& mat2) {
           check_matmul(name, self, mat2, 2);
-          return empty({self.size(0), mat2.size(1)}, self.options());
+          return empty_product({{&self, 0}, {&mat2, 1}}, self.options());
         })
         .autograd([ops](autograd::AutogradContext& ctx, const Grads& g) { return product_grads(ops, "aten::mm", ctx, g[0], 0, 1); },
                   save_tensor_inputs)
@@ -223,7 +239,7 @@ void register_linear_algebra(Library& lib) {
      })
         .fake([name](const Tensor& self, const Tensor& mat2) {
           check_matmul(name, self, mat2, 3);
-          return empty({self.size(0), self.size(1), mat2.size(2)}, self.options());
+          return empty_product({{&self, 0}, {&self, 1}, {&mat2, 2}}, self.options());
         })
         .autograd([ops](autograd::AutogradContext& ctx, const Grads& g) { return product_grads(ops, "aten::bmm", ctx, g[0], 0, 1); },
                   save_tensor_inputs)
@@ -242,7 +258,8 @@ void register_linear_algebra(Library& lib) {
        return addmm_kernel(name, self, mat1, mat2, beta, alpha);
      })
         .fake([name](const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta, const Scalar& alpha) {
-          return empty(check_addmm(name, self, mat1, mat2, beta, alpha), mat1.options());
+          check_addmm(name, self, mat1, mat2, beta, alpha);
+          return empty_product({{&mat1, 0}, {&mat2, 1}}, mat1.options());
         })
         .autograd(
             [ops](autograd::AutogradContext& ctx, const Grads& g) -> Grads {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "opconform/core/fake_tensor.h"
 #include "opconform/core/generator.h"
 #include "opconform/reference/detail/calls.h"
 #include "opconform/reference/detail/elementwise.h"
@@ -307,6 +308,18 @@ void save_norm_context(autograd::AutogradContext& ctx, const Stack& inputs, cons
   save_arguments(ctx, inputs);
 }
 
+// A fake input with symbolic sizes: the fake kernels' contiguous results take its symbolic
+// sizes, dims from `kept` on (kept < 0: every dim) becoming 1.
+bool symbolic(const Tensor& t) { return t.is_fake() && t.has_symbolic_sizes(); }
+
+Tensor symbolic_like(const Tensor& input, DType dtype, int64_t kept = -1) {
+  std::vector<SymInt> sizes = input.sym_sizes();
+  if (kept >= 0) {
+    for (size_t d = static_cast<size_t>(kept); d < sizes.size(); ++d) sizes[d] = SymInt(1);
+  }
+  return make_fake_tensor(std::move(sizes), dtype, input.device());
+}
+
 // ---- dropout ----
 
 bool is_training(const std::optional<bool>& train) { return !train || *train; }
@@ -319,8 +332,15 @@ std::pair<Tensor, Tensor> empty_dropout_results(std::string_view op, const Tenso
   const Ints sizes = sizes_of(input);
   if (is_training(train)) {
     OPCONFORM_CHECK(p >= 0 && p <= 1, ErrorCode::kInvalidArgument, op, ": argument 'p' must be in [0, 1], got ", p);
-    Tensor mask = empty(sizes, TensorOptions(DType::Bool, input.device()));
+    Tensor mask = symbolic(input) ? symbolic_like(input, DType::Bool) : empty(sizes, TensorOptions(DType::Bool, input.device()));
     return {empty_elementwise({input, mask}, input.dtype(), op), mask};
+  }
+  if (symbolic(input)) {
+    const std::vector<SymInt> sym_sizes = input.sym_sizes();
+    const std::vector<SymInt> strides =
+        input.is_non_overlapping_and_dense() ? input.sym_strides() : contiguous_sym_strides(sym_sizes);
+    return {make_fake_tensor(sym_sizes, input.dtype(), input.device(), strides),
+            make_fake_tensor(sym_sizes, DType::Bool, input.device(), strides)};
   }
   const Ints strides = input.is_non_overlapping_and_dense() ? Ints(input.strides().begin(), input.strides().end())
                                                              : contiguous_strides(sizes);
@@ -377,6 +397,11 @@ void register_normalization(Library& lib) {
                      double) {
           const LayerNormPlan p = plan_layer_norm(name, input, normalized, weight, bias);
           const TensorOptions stats(p.stat_dtype, input.device());
+          if (symbolic(input)) {
+            const int64_t axis = input.dim() - static_cast<int64_t>(normalized.size());
+            return std::make_tuple(symbolic_like(input, input.dtype()), symbolic_like(input, p.stat_dtype, axis),
+                                   symbolic_like(input, p.stat_dtype, axis));
+          }
           return std::make_tuple(empty(input.sizes(), input.options()), empty(p.stat_sizes, stats), empty(p.stat_sizes, stats));
         })
         .autograd(with_ops(r, layer_norm_backward),
@@ -455,7 +480,8 @@ void register_normalization(Library& lib) {
         .fake([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, const Tensor& running_mean,
                      const Tensor& running_var, double, double) {
           const TensorOptions stats(plan_batch_norm(name, input, weight, bias, running_mean, running_var), input.device());
-          return std::make_tuple(empty(input.sizes(), input.options()), empty({0}, stats), empty({0}, stats));
+          Tensor out = symbolic(input) ? symbolic_like(input, input.dtype()) : empty(input.sizes(), input.options());
+          return std::make_tuple(out, empty({0}, stats), empty({0}, stats));
         })
         .autograd(with_ops(r, batch_norm_backward),
                   [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {

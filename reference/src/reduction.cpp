@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "opconform/core/detail/strided_loop.h"
+#include "opconform/core/fake_tensor.h"
 #include "opconform/reference/detail/calls.h"
 #include "opconform/reference/detail/elementwise.h"
 #include "opconform/reference/detail/op_builder.h"
@@ -129,7 +130,17 @@ Tensor reduce(const Tensor& self, const Reduction& r, DType out_dtype, F&& fold)
 }
 
 // The fake kernels' output: the same contiguous tensor without data.
+// A fake input with symbolic sizes gives symbolic output sizes (kept dims keep their symbols).
 Tensor empty_reduction(const Tensor& self, const Reduction& r, DType out_dtype) {
+  if (self.is_fake() && self.has_symbolic_sizes()) {
+    const auto& in = self.sym_sizes();
+    std::vector<SymInt> shape;
+    for (size_t d = 0; d < r.mask.size(); ++d) {
+      if (!r.mask[d]) shape.push_back(in[d]);
+      else if (r.keepdim) shape.push_back(SymInt(1));
+    }
+    return make_fake_tensor(std::move(shape), out_dtype, self.device());
+  }
   return empty(r.out_shape(), TensorOptions(out_dtype, self.device()));
 }
 
@@ -301,6 +312,27 @@ Tensor cumsum_kernel(std::string_view op, const Tensor& self, int64_t dim, std::
 
 // ---- formulas ----
 
+// The argument count and the input's dtype: a gradient computed in another dtype (sum with a
+// dtype, say) is cast back by the formula through a registry op, so that a traced backward
+// makes it inside the graph (autograd's own cast is not recorded).
+void save_count_and_dtype(autograd::AutogradContext& ctx, const Stack& inputs) {
+  save_argument_count(ctx, inputs);
+  if (!inputs.empty() && inputs[0].is_tensor()) ctx.set("self_dtype", IValue(inputs[0].to_tensor().dtype()));
+}
+
+Grads self_grad(const Ops& ops, const autograd::AutogradContext& ctx, Tensor grad) {
+  if (grad.defined() && ctx.has("self_dtype")) grad = ops.to(grad, ctx.get("self_dtype").to<DType>());
+  return self_gradient(ctx, std::move(grad));
+}
+
+// A bool mask, true where index (int64, size 1 in dim d) equals the position along d (of n),
+// made with registry ops (traceable).
+Tensor one_hot_mask(const Ops& ops, const Tensor& index, int64_t d, int64_t n) {
+  std::vector<int64_t> positions_shape(static_cast<size_t>(index.dim()), 1);
+  positions_shape[static_cast<size_t>(d)] = n;
+  return ops.tensor("aten::eq.Tensor", {ops.view(ops.arange(n, index.device()), positions_shape), index});
+}
+
 // What a backward needs of a reduction, kept in the ctx.
 void save_reduction(autograd::AutogradContext& ctx, const Reduction& r) {
   ctx.set("sizes", IValue(r.sizes));
@@ -324,7 +356,7 @@ autograd::SetupContextFn remember(ParseReduction parse, bool save_tensors) {
   return [parse = std::move(parse), save_tensors](autograd::AutogradContext& ctx, const Stack& inputs,
                                                   const Stack& outputs) {
     save_reduction(ctx, parse(inputs));
-    save_argument_count(ctx, inputs);
+    save_count_and_dtype(ctx, inputs);
     if (save_tensors) save_inputs_and_outputs(ctx, inputs, outputs);
   };
 }
@@ -348,11 +380,10 @@ Tensor product_of_others_in_lane(const Ops& ops, const Tensor& x, int64_t d) {
   std::vector<int64_t> repeated(x.sizes().begin(), x.sizes().end());
   repeated.insert(repeated.begin() + d, n);  // [..., i, j, ...]
   Tensor rows = ops.expand(ops.unsqueeze(x, d), repeated);
-  std::vector<bool> eye(static_cast<size_t>(n * n));
-  for (int64_t i = 0; i < n; ++i) eye[static_cast<size_t>(i * n + i)] = true;
-  std::vector<int64_t> eye_shape(repeated.size(), 1);
-  eye_shape[d] = eye_shape[d + 1] = n;
-  Tensor diagonal = from_vector<bool>(eye, eye_shape).to(x.device());
+  std::vector<int64_t> row_shape(repeated.size(), 1), column_shape(repeated.size(), 1);
+  row_shape[d] = column_shape[d + 1] = n;
+  const Tensor positions = ops.arange(n, x.device());
+  Tensor diagonal = ops.tensor("aten::eq.Tensor", {ops.view(positions, row_shape), ops.view(positions, column_shape)});
   Tensor others = ops.where(diagonal, ops.scalar_like(1, x), rows);
   return ops.tensor("aten::prod.dim_int", {others, IValue(d + 1), IValue(false)});
 }
@@ -476,7 +507,7 @@ InputConstraints one_dim(bool nonempty) {
 // ---- registration helpers ----
 
 Grads sum_backward(const Ops& ops, autograd::AutogradContext& ctx, const Grads& g) {
-  return self_gradient(ctx, expand_back(ops, g[0], load_reduction(ctx)));
+  return self_grad(ops, ctx, expand_back(ops, g[0], load_reduction(ctx)));
 }
 
 Grads mean_backward(const Ops& ops, autograd::AutogradContext& ctx, const Grads& g) {
@@ -484,7 +515,7 @@ Grads mean_backward(const Ops& ops, autograd::AutogradContext& ctx, const Grads&
   int64_t n = 1;
   for (int64_t d : r.dims) n *= r.sizes[d];
   Tensor spread = expand_back(ops, g[0], r);
-  return self_gradient(ctx, n > 0 ? ops.mul(spread, Scalar(1.0 / static_cast<double>(n))) : spread);
+  return self_grad(ops, ctx, n > 0 ? ops.mul(spread, Scalar(1.0 / static_cast<double>(n))) : spread);
 }
 
 // amax / amin: the gradient is shared evenly among the elements equal to the result (PyTorch's rule).
@@ -494,18 +525,18 @@ Grads extreme_backward(const Ops& ops, autograd::AutogradContext& ctx, const Gra
   const Tensor& self = saved[0];
   Tensor hits = ops.to(ops.tensor("aten::eq.Tensor", {self, expand_back(ops, saved[1], r)}), self.dtype());
   Tensor count = ops.sum_dims(hits, r.dims, /*keepdim=*/true);
-  return self_gradient(ctx, ops.div(ops.mul(expand_back(ops, g[0], r), hits), count));
+  return self_grad(ops, ctx, ops.div(ops.mul(expand_back(ops, g[0], r), hits), count));
 }
 
 // max.dim / min.dim: the gradient goes to the selected index.
 Grads selected_backward(const Ops& ops, autograd::AutogradContext& ctx, const Grads& g) {
   const SavedReduction r = load_reduction(ctx);
   auto saved = ctx.saved_tensors();  // [self, values, indices]
-  if (r.dims.empty()) return self_gradient(ctx, g[0]);  // 0-d: the value is the input
+  if (r.dims.empty()) return self_grad(ops, ctx, g[0]);  // 0-d: the value is the input
   const int64_t d = r.dims[0];
   Tensor index = r.keepdim ? saved[2] : ops.unsqueeze(saved[2], d);
-  Tensor hit = one_hot(ops, index, d, r.sizes[d]);
-  return self_gradient(ctx, ops.where(hit, expand_back(ops, g[0], r), ops.scalar_like(0, g[0])));
+  Tensor hit = one_hot_mask(ops, index, d, r.sizes[d]);
+  return self_grad(ops, ctx, ops.where(hit, expand_back(ops, g[0], r), ops.scalar_like(0, g[0])));
 }
 
 }  // namespace
@@ -642,7 +673,7 @@ void register_reduction(Library& lib) {
         .autograd(
             [ops](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
               const SavedReduction r = load_reduction(ctx);
-              return self_gradient(ctx, ops.mul(expand_back(ops, g[0], r), product_of_others(ops, ctx.saved_tensors()[0])));
+              return self_grad(ops, ctx, ops.mul(expand_back(ops, g[0], r), product_of_others(ops, ctx.saved_tensors()[0])));
             },
             remember([name](const Stack& in) { return reduction_of(name, in[0].to_tensor(), std::nullopt, false); }, true))
         .dtypes(kAll)
@@ -664,7 +695,7 @@ void register_reduction(Library& lib) {
               const SavedReduction r = load_reduction(ctx);
               const Tensor self = ctx.saved_tensors()[0];
               Tensor others = r.dims.empty() ? ops.scalar_like(1, self) : product_of_others_in_lane(ops, self, r.dims[0]);
-              return self_gradient(ctx, ops.mul(expand_back(ops, g[0], r), others));
+              return self_grad(ops, ctx, ops.mul(expand_back(ops, g[0], r), others));
             },
             remember([name](const Stack& in) {
               return single_dim_reduction(name, in[0].to_tensor(), in[1].to_int(), in[2].to_bool());
@@ -766,13 +797,13 @@ void register_reduction(Library& lib) {
     const double divisor = std::max(0.0, static_cast<double>(n) - ctx.get("correction").to_double());
     Tensor mean = ops.tensor("aten::mean.dim", {self, IValue(r.dims), IValue(true)});
     Tensor centered = ops.sub(self, mean);
-    return self_gradient(ctx, ops.mul(ops.mul(expand_back(ops, g[0], r), centered), Scalar(2.0 / divisor)));
+    return self_grad(ops, ctx, ops.mul(ops.mul(expand_back(ops, g[0], r), centered), Scalar(2.0 / divisor)));
   };
   auto var_setup = [](std::function<std::pair<Reduction, double>(const Stack&)> parse) -> autograd::SetupContextFn {
     return [parse](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
       auto [r, correction] = parse(inputs);
       save_reduction(ctx, r);
-      save_argument_count(ctx, inputs);
+      save_count_and_dtype(ctx, inputs);
       ctx.set("correction", IValue(correction));
       save_tensor_inputs(ctx, inputs, {});
     };
@@ -880,20 +911,22 @@ void register_reduction(Library& lib) {
     b.cpu([name](const Tensor& self, int64_t dim, std::optional<DType> dtype) { return cumsum_kernel(name, self, dim, dtype); })
         .fake([name](const Tensor& self, int64_t dim, std::optional<DType> dtype) {
           wrap_dim(dim, self.dim(), name);
+          if (self.is_fake() && self.has_symbolic_sizes())
+            return make_fake_tensor(self.sym_sizes(), accumulating_dtype(self.dtype(), dtype), self.device());
           return empty(self.sizes(), TensorOptions(accumulating_dtype(self.dtype(), dtype), self.device()));
         })
         .autograd(
             // The reversed running sum of the gradient: total - running + own.
             [ops](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
-              if (g[0].dim() == 0) return self_gradient(ctx, g[0]);
+              if (g[0].dim() == 0) return self_grad(ops, ctx, g[0]);
               const int64_t d = wrap_dim(ctx.get("dim").to_int(), g[0].dim(), "aten::cumsum");
               Tensor total = ops.sum_dims(g[0], {d}, /*keepdim=*/true);
               Tensor running = ops.tensor("aten::cumsum", {g[0], IValue(d)});
-              return self_gradient(ctx, ops.add(ops.sub(total, running), g[0]));
+              return self_grad(ops, ctx, ops.add(ops.sub(total, running), g[0]));
             },
             [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
               ctx.set("dim", inputs[1]);
-              save_argument_count(ctx, inputs);
+              save_count_and_dtype(ctx, inputs);
             })
         .dtypes(kAll)
         .samples([](SampleDraw& draw) {
