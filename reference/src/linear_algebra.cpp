@@ -118,8 +118,8 @@ Tensor product(std::string_view op, const Tensor& a, const Tensor& b) {
   });
 }
 
-// beta * self + alpha * (mat1 @ mat2), in the wide type; beta == 0 ignores self (NaN included),
-// as PyTorch's gemm does.
+// beta * self + alpha * (mat1 @ mat2), in the wide type; beta == 0 ignores self and alpha == 0
+// the product (NaN included), as PyTorch's gemm does.
 Tensor addmm_kernel(std::string_view op, const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
                     const Scalar& alpha) {
   const std::vector<int64_t> shape = check_addmm(op, self, mat1, mat2, beta, alpha);
@@ -134,7 +134,8 @@ Tensor addmm_kernel(std::string_view op, const Tensor& self, const Tensor& mat1,
     for (int64_t i = 0; i < shape[0]; ++i) {
       for (int64_t j = 0; j < shape[1]; ++j) {
         W& out = r[i * shape[1] + j];
-        out = times(a, out);
+        // alpha == 0 ignores the product (inf and NaN in it included), as PyTorch's gemm does.
+        out = a == W(0) ? W(0) : times(a, out);
         if (b != W(0)) out = plus(out, times(b, s[i * addend.stride(0) + j * addend.stride(1)]));
       }
     }

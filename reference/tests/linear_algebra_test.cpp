@@ -59,6 +59,14 @@ TEST(LinearAlgebra, BmmIsMmPerBatch) {
   EXPECT_THROW(call("aten::bmm", {a, zeros({3, 2, 2})}), Error);  // batch sizes
 }
 
+// alpha == 0 drops the product, inf and NaN in it included (PyTorch's gemm; found by the ATen
+// adapter: the reference gave NaN).
+TEST(LinearAlgebra, AddmmWithAlphaZeroIgnoresTheProduct) {
+  const Tensor a = doubles({kInf, 1, kNaN, 2}, {2, 2}), b = doubles({1, 0, 0, 1}, {2, 2});
+  EXPECT_EQ(call("aten::addmm", {doubles({1, 2}, {2}), a, b, IValue(3.0), IValue(0.0)}).to_vector<double>(),
+            (std::vector<double>{3, 6, 3, 6}));
+}
+
 TEST(LinearAlgebra, Addmm) {
   registry();
   const Tensor a = floats({1, 2, 3, 4}, {2, 2}), b = floats({5, 6, 7, 8}, {2, 2});
