@@ -1,5 +1,5 @@
-// opconform_demo — the main job until the conformance harness lands (issue 6): a tour of the
-// operator model that checks what it shows and writes a report.
+// opconform_demo — a tour of the operator model that checks what it shows and writes a report
+// (the first main job, before the opconform CLI; kept as the one-page tour).
 //
 //   opconform_demo [--opset PATH] [--report DIR]
 //
