@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "opconform/adapters/loader.h"
+#include "opconform/conformance/check.h"
 #include "opconform/core/error.h"
 #include "opconform/harness/conformance_run.h"
 #include "opconform/reference/coverage.h"
@@ -56,7 +57,8 @@ struct RunFlags {
   void add_to(CLI::App& app) {
     app.add_option("--ops", ops, "Operators to check: a glob over qualified names, e.g. 'aten::add*'")
         ->capture_default_str();
-    app.add_option("--checks", checks, "Comma-separated checks (default: all; see `opconform list --checks`)");
+    app.add_option("--checks", checks,
+                   "Comma-separated checks (default: all but the opt-in ones; see `opconform list --checks`)");
     app.add_option("--device", devices, "Comma-separated devices: cpu, cuda")->capture_default_str();
     app.add_option("--dtype", dtypes, "Comma-separated dtypes (default: every dtype the op supports)");
     app.add_option("--samples", request.plan.samples, "Generated samples per case and check")
@@ -121,6 +123,7 @@ int exit_status(const RunOutcome& run, const RunRequest& request) {
 int list_command(const std::string& library, bool checks_only, const std::string& markdown) {
   if (checks_only) {
     for (const auto& c : all_checks(true)) std::cout << c << "\n";
+    for (const auto& c : conformance::opt_in_check_names()) std::cout << c << "  (opt-in: name it in --checks)\n";
     return 0;
   }
   Registry reference;
