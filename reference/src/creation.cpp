@@ -30,35 +30,6 @@ using conformance::SampleDraw;
 using Grads = std::vector<Tensor>;
 using Ints = std::vector<int64_t>;
 
-// ---- symbolic sizes of fake outputs (test_aot_dispatch_dynamic; as in shape.cpp) ----
-// A fake input with symbolic sizes gives outputs whose sym_sizes() are expressions of its
-// symbols (dense strides in the concrete output's dimension order), so a captured graph replays
-// at other sizes; concrete fakes and real tensors are unchanged.
-bool symbolic_fake(const Tensor& t) { return t.defined() && t.is_fake() && t.has_symbolic_sizes(); }
-
-Tensor with_dense_sym_shape(const Tensor& out, std::vector<SymInt> sizes) {
-  const int64_t n = out.dim();
-  OPCONFORM_CHECK(static_cast<int64_t>(sizes.size()) == n, ErrorCode::kInternal, "symbolic shape of rank ",
-                  sizes.size(), " for an output of rank ", n);
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    if (out.stride(a) != out.stride(b)) return out.stride(a) < out.stride(b);
-    return a > b;
-  });
-  std::vector<SymInt> strides(static_cast<size_t>(n), SymInt(0));
-  SymInt next = 1;
-  for (int64_t d : order) {
-    const SymInt& s = sizes[static_cast<size_t>(d)];
-    OPCONFORM_CHECK(concrete_stand_in(s) == out.size(d), ErrorCode::kInternal, "symbolic size ", s,
-                    " of dimension ", d, " disagrees with the output's size ", out.size(d));
-    strides[static_cast<size_t>(d)] = next;
-    next = s.is_symbolic() ? next * s : next * std::max<int64_t>(*s.maybe_as_int(), 1);
-  }
-  Tensor t = out.as_strided(out.sizes(), out.strides(), out.storage_offset());
-  t.unsafe_impl()->sym_shape = std::make_shared<const SymShape>(SymShape{std::move(sizes), std::move(strides)});
-  return t;
-}
 
 // ---- dispatch and options ----
 

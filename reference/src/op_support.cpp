@@ -279,4 +279,46 @@ Tensor new_like(const Tensor& self, MemoryFormat format, TensorOptions options, 
   return empty_strided(self.sizes(), strides_for_format(self, format, op), options);
 }
 
+bool symbolic_fake(const Tensor& t) { return t.defined() && t.is_fake() && t.has_symbolic_sizes(); }
+
+// `out` (as the concrete kernel made it) with symbolic sizes and strides.
+Tensor with_sym_shape(const Tensor& out, std::vector<SymInt> sizes, std::vector<SymInt> strides) {
+  OPCONFORM_CHECK(static_cast<int64_t>(sizes.size()) == out.dim() && sizes.size() == strides.size(),
+                  ErrorCode::kInternal, "symbolic shape of rank ", sizes.size(), " for an output of rank ", out.dim());
+  for (int64_t d = 0; d < out.dim(); ++d) {
+    OPCONFORM_CHECK(concrete_stand_in(sizes[static_cast<size_t>(d)]) == out.size(d), ErrorCode::kInternal,
+                    "symbolic size ", sizes[static_cast<size_t>(d)], " of dimension ", d, " disagrees with ",
+                    shape_string(out.sizes()));
+  }
+  Tensor t = out.as_strided(out.sizes(), out.strides(), out.storage_offset());
+  t.unsafe_impl()->sym_shape = std::make_shared<const SymShape>(SymShape{std::move(sizes), std::move(strides)});
+  return t;
+}
+
+// Dense strides for symbolic sizes, in the dimension order of out's concrete strides.
+std::vector<SymInt> dense_sym_strides(const Tensor& out, const std::vector<SymInt>& sizes) {
+  const int64_t n = out.dim();
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    if (out.stride(a) != out.stride(b)) return out.stride(a) < out.stride(b);
+    return a > b;
+  });
+  std::vector<SymInt> strides(static_cast<size_t>(n), SymInt(0));
+  SymInt next = 1;
+  for (int64_t d : order) {
+    strides[static_cast<size_t>(d)] = next;
+    const SymInt& s = sizes[static_cast<size_t>(d)];
+    next = s.is_symbolic() ? next * s : next * std::max<int64_t>(*s.maybe_as_int(), 1);
+  }
+  return strides;
+}
+
+// A new (non-view) output with symbolic sizes, dense in out's layout order.
+Tensor with_dense_sym_shape(const Tensor& out, std::vector<SymInt> sizes) {
+  std::vector<SymInt> strides = dense_sym_strides(out, sizes);
+  return with_sym_shape(out, std::move(sizes), std::move(strides));
+}
+
+
 }  // namespace opconform::reference::detail

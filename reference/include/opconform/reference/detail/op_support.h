@@ -131,4 +131,18 @@ std::vector<int64_t> suggested_strides(const Tensor& t);
 // A new uninitialised tensor shaped like self in `format` (empty_like; fake under FakeTensorMode).
 Tensor new_like(const Tensor& self, MemoryFormat format, TensorOptions options, std::string_view op);
 
+
+// ---- symbolic sizes of fake outputs (test_aot_dispatch_dynamic) ----
+// A fake input with symbolic sizes gives outputs whose sym_sizes() are expressions of its
+// symbols, so a captured graph replays at other sizes. A kernel computes the concrete output as
+// before (sizes at the hints, aliasing, offset); these attach the symbolic sizes and strides to a
+// new tensor object over the same memory. Concrete fakes and real tensors never take this path.
+bool symbolic_fake(const Tensor& t);
+// `out` with symbolic sizes and strides (each size must equal out's at the hints).
+Tensor with_sym_shape(const Tensor& out, std::vector<SymInt> sizes, std::vector<SymInt> strides);
+// Dense strides for symbolic sizes, in the dimension order of out's concrete strides.
+std::vector<SymInt> dense_sym_strides(const Tensor& out, const std::vector<SymInt>& sizes);
+// A new (non-view) output with symbolic sizes, dense in out's layout order.
+Tensor with_dense_sym_shape(const Tensor& out, std::vector<SymInt> sizes);
+
 }  // namespace opconform::reference::detail
