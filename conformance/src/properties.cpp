@@ -14,6 +14,7 @@
 
 #include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
+#include "opconform/conformance/detail/observables.h"
 #include "opconform/conformance/sample.h"
 #include "opconform/conformance/tolerance.h"
 #include "opconform/core/autocast.h"
@@ -61,7 +62,8 @@ Stack call(const OperatorHandle& op, const Stack& args) {
   return stack;
 }
 
-// What a run shows: each returned value (Tensor[] flattened) and each written argument.
+}  // namespace
+
 std::vector<std::pair<std::string, IValue>> observables(const OperatorHandle& op, const Stack& args, const Stack& returns) {
   std::vector<std::pair<std::string, IValue>> out;
   for (size_t j = 0; j < returns.size(); ++j) {
@@ -79,16 +81,6 @@ std::vector<std::pair<std::string, IValue>> observables(const OperatorHandle& op
   return out;
 }
 
-enum class Exactness { tolerance, bitwise };
-
-struct Verdict {
-  bool equal = true;
-  bool mistrusted = false;  // every tensor comparison proved nothing
-  std::string what;         // "output 0: <mismatch>"
-};
-
-// Compares two runs' observables: tensors with compare() (dtype tolerance) or bitwise, other
-// values by their printed form.
 Verdict compare_observables(const OperatorHandle& op, const std::vector<std::pair<std::string, IValue>>& actual,
                             const std::vector<std::pair<std::string, IValue>>& expected, const ToleranceSpec& spec,
                             Exactness exactness) {
@@ -121,6 +113,8 @@ Verdict compare_observables(const OperatorHandle& op, const std::vector<std::pai
   v.mistrusted = tensors > 0 && mistrusted == tensors;
   return v;
 }
+
+namespace {
 
 // The op's result, or the Error it threw (anything else propagates to the caller).
 struct Run {

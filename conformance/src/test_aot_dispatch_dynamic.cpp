@@ -13,6 +13,7 @@
 #include "opconform/compile/joint.h"
 #include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
+#include "opconform/conformance/detail/observables.h"
 #include "opconform/core/autograd.h"
 #include "opconform/core/error.h"
 #include "opconform/core/generator.h"
@@ -70,40 +71,10 @@ Flattened flatten(const Stack& args) {
   return f;
 }
 
-// What a run shows: the returns (Tensor[] flattened) and the written arguments after it.
-std::vector<std::pair<std::string, IValue>> observe(const OperatorHandle& op, const Stack& args, const Stack& returns) {
-  std::vector<std::pair<std::string, IValue>> out;
-  for (size_t j = 0; j < returns.size(); ++j) {
-    if (const auto* list = returns[j].get_if<std::vector<Tensor>>()) {
-      for (size_t e = 0; e < list->size(); ++e)
-        out.emplace_back(concat("output ", j, "[", e, "]"), IValue((*list)[e]));
-    } else {
-      out.emplace_back(concat("output ", j), returns[j]);
-    }
-  }
-  const FunctionSchema& s = op.schema();
-  for (size_t i = 0; i < args.size() && i < s.arguments.size(); ++i)
-    if (s.is_mutable(i)) out.emplace_back("argument '" + s.arguments[i].name + "' after the call", args[i]);
-  return out;
-}
-
-// "" when equal, else what differs.
-std::string difference(const OperatorHandle& op, const std::vector<std::pair<std::string, IValue>>& actual,
-                       const std::vector<std::pair<std::string, IValue>>& expected, const ToleranceSpec& tolerance) {
-  if (actual.size() != expected.size()) return concat(actual.size(), " values instead of ", expected.size());
-  for (size_t i = 0; i < actual.size(); ++i) {
-    const IValue& a = actual[i].second;
-    const IValue& e = expected[i].second;
-    const Tensor* at = a.get_if<Tensor>();
-    const Tensor* et = e.get_if<Tensor>();
-    if (at && et && at->defined() && et->defined()) {
-      Comparison c = compare(*at, *et, tolerance.for_dtype(et->dtype(), op.name()));
-      if (!c.equal) return concat(expected[i].first, ": ", c.mismatch);
-    } else if (a.repr() != e.repr()) {
-      return concat(expected[i].first, ": ", a.repr(), " vs ", e.repr());
-    }
-  }
-  return "";
+// "" when equal within tolerance, else what differs.
+std::string difference(const OperatorHandle& op, const detail::Observables& actual, const detail::Observables& expected,
+                       const ToleranceSpec& tolerance) {
+  return detail::compare_observables(op, actual, expected, tolerance, detail::Exactness::tolerance).what;
 }
 
 // Eager: the op on clones of `args` (seeded ops from the fixed generator state).
@@ -161,10 +132,6 @@ class TestAotDispatchDynamic final : public Check {
     } catch (const Error& e) {
       return result(Outcome::skipped, concat("the op rejects the sample in eager mode: ", e.what()));
     }
-    if (op.has_tag(Tag::nondeterministic_seeded)) {
-      // Replays draw other numbers than the eager run; only capture and metadata can be checked.
-    }
-
     compile::Graph graph;
     try {
       autograd::NoGradGuard no_grad;
@@ -186,7 +153,7 @@ class TestAotDispatchDynamic final : public Check {
     // although nothing in it writes that input: a mutation the schema does not declare, which a
     // compiler would reorder or drop.
     std::string invisible;
-    auto replay = [&](const Stack& tensors, std::string& error) -> std::optional<std::vector<std::pair<std::string, IValue>>> {
+    auto replay = [&](const Stack& tensors, std::string& error) -> std::optional<detail::Observables> {
       Stack args = clone_args(tensors);
       const Stack before = clone_args(tensors);
       auto check_inputs = [&] {
@@ -198,34 +165,30 @@ class TestAotDispatchDynamic final : public Check {
       };
       try {
         autograd::NoGradGuard no_grad;
-        Stack returns;
-        if (op.has_tag(Tag::nondeterministic_seeded)) {
-          GeneratorStateGuard keep;
-          manual_seed(0x0bc0f0);
-          returns = compile::run_graph(graph, args, ctx.registry);
-        } else {
-          returns = compile::run_graph(graph, args, ctx.registry);
-        }
+        // A random op's replay draws what its eager call (run_boxed) drew.
+        Stack returns = op.has_tag(Tag::nondeterministic_seeded)
+                            ? detail::from_fixed_generator_state([&] { return compile::run_graph(graph, args, ctx.registry); })
+                            : compile::run_graph(graph, args, ctx.registry);
         check_inputs();
-        return observe(op, flat.rebuild(args), returns);
+        return detail::observables(op, flat.rebuild(args), returns);
       } catch (const Error& e) {
         error = e.what();
         return std::nullopt;
       }
     };
-    auto eager_on = [&](const Stack& tensors) -> std::optional<std::vector<std::pair<std::string, IValue>>> {
+    auto eager_on = [&](const Stack& tensors) -> std::optional<detail::Observables> {
       Stack args = flat.rebuild(clone_args(tensors));
       try {
         autograd::NoGradGuard no_grad;
         Stack out = eager(op, args);
-        return observe(op, args, out);
+        return detail::observables(op, args, out);
       } catch (const Error&) {
         return std::nullopt;
       }
     };
 
     std::string error;
-    auto expected = observe(op, eager_args, eager_out);
+    auto expected = detail::observables(op, eager_args, eager_out);
     auto got = replay(flat.tensors, error);
     if (!got) return failed(concat("the captured graph does not replay on the sample itself: ", error));
     if (auto d = difference(op, *got, expected, ctx.tolerance); !d.empty())
@@ -334,13 +297,11 @@ class TestAotDispatchDynamic final : public Check {
       if (v.to_tensor().requires_grad()) leaves.push_back(v.to_tensor());
     Stack returns;
     std::vector<Tensor> eager_grads;
-    // A random op draws the same numbers in the eager forward and the graph's forward.
+    // A random op draws the same numbers in the eager forward (run_boxed) and the graph's forward.
     const bool seeded = op.has_tag(Tag::nondeterministic_seeded);
     try {
       Stack stack = flat.rebuild(inputs);
-      std::optional<GeneratorStateGuard> keep;
-      if (seeded) keep.emplace(), manual_seed(0x0bc0f0);
-      op.call_boxed(stack);
+      detail::run_boxed(op, stack);
       for (const auto& r : stack)
         if (const Tensor* t = r.get_if<Tensor>(); t && t->defined() && t->requires_grad()) {
           outs.push_back(*t);
@@ -355,9 +316,8 @@ class TestAotDispatchDynamic final : public Check {
     try {
       autograd::NoGradGuard no_grad;
       const Stack primals = clone_args(flat.tensors);
-      std::optional<GeneratorStateGuard> keep;
-      if (seeded) keep.emplace(), manual_seed(0x0bc0f0);
-      Stack fwd = compile::run_graph(joint.forward, primals, ctx.registry);
+      auto forward = [&] { return compile::run_graph(joint.forward, primals, ctx.registry); };
+      Stack fwd = seeded ? detail::from_fixed_generator_state(forward) : forward();
       Stack bwd = primals;
       bwd.insert(bwd.end(), fwd.begin() + static_cast<std::ptrdiff_t>(joint.num_outputs), fwd.end());
       for (const Tensor& g : grads_out) bwd.push_back(IValue(g));

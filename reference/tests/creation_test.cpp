@@ -171,18 +171,6 @@ TEST(CreationRandom, RandpermIsAPermutation) {
 }
 
 
-// The sizes of t with s0 = 5 and s1 = 7 (symbolic sizes of a fake input of size [2, 3]).
-std::vector<int64_t> sizes_at_5_7(const Tensor& t) {
-  EXPECT_TRUE(t.has_symbolic_sizes());
-  std::vector<int64_t> out;
-  for (const SymInt& s : t.sym_sizes()) {
-    out.push_back(s.maybe_as_int() ? *s.maybe_as_int()
-                                   : s.node()->evaluate([](const SymNode& sym) -> int64_t {
-                                       return sym.symbol().name == "s0" ? 5 : 7;
-                                     }));
-  }
-  return out;
-}
 
 // Fake inputs with symbolic sizes give symbolic outputs (test_aot_dispatch_dynamic).
 TEST(CreationSymbolic, FakeOutputsHaveSymbolicSizes) {

@@ -319,19 +319,6 @@ TEST(ShapeVmap, ViewRulesShiftDims) {
 
 // ---- symbolic sizes (test_aot_dispatch_dynamic) ----
 
-// The sizes with every symbol at its value in `at`.
-Ints sizes_at(const Tensor& t, const std::map<std::string, int64_t>& at) {
-  EXPECT_TRUE(t.has_symbolic_sizes());
-  Ints out;
-  for (const SymInt& s : t.sym_sizes()) {
-    if (auto c = s.maybe_as_int()) {
-      out.push_back(*c);
-      continue;
-    }
-    out.push_back(s.node()->evaluate([&](const SymNode& sym) { return at.at(sym.symbol().name); }));
-  }
-  return out;
-}
 
 // A fake input with symbolic sizes gives outputs whose sizes are expressions of its symbols (a
 // captured graph replays at other sizes), views still aliasing the input.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -133,5 +134,19 @@ inline void expect_generated_gradients_pass(const std::string& op, bool skip_tie
   EXPECT_GT(checked, 0) << op << ": no sample was checked";
   EXPECT_GT(passed, 0) << op << ": gradcheck passed on no sample";
 }
+
+// The sizes of a tensor with symbolic sizes at the given symbol values (fake kernels that
+// compute symbolic sizes give the output sizes at other values of the input's symbols).
+inline std::vector<int64_t> sizes_at(const Tensor& t, const std::map<std::string, int64_t>& at) {
+  EXPECT_TRUE(t.has_symbolic_sizes());
+  std::vector<int64_t> out;
+  for (const SymInt& s : t.sym_sizes()) {
+    out.push_back(s.maybe_as_int() ? *s.maybe_as_int()
+                                   : s.node()->evaluate([&](const SymNode& sym) { return at.at(sym.symbol().name); }));
+  }
+  return out;
+}
+// With s0 = 5 and s1 = 7 (the symbols of a dynamic fake input of size [2, 3]).
+inline std::vector<int64_t> sizes_at_5_7(const Tensor& t) { return sizes_at(t, {{"s0", 5}, {"s1", 7}}); }
 
 }  // namespace opconform::reference::testing

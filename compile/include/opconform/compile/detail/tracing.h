@@ -24,7 +24,6 @@ class Tracer {
   void bind(const Tensor& t, ValueId id);
   // The value a tensor stands for; throws naming the op and argument when the graph did not make it.
   ValueId value_for(const Tensor& t, const std::string& op, size_t arg);
-  bool knows(const Tensor& t) const { return values_.count(t.unsafe_impl()) != 0; }
   Arg arg_of(const IValue& v, const std::string& op, size_t index);
   // Appends a node for a call that ran: its arguments and its returns.
   void record(const OperatorHandle& op, const Stack& args, const Stack& returns);

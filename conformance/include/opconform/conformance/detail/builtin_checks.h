@@ -31,17 +31,24 @@ std::unique_ptr<Check> make_reference_agreement();
 // Capture into a graph (compile/): test_aot_dispatch_dynamic.cpp.
 std::unique_ptr<Check> make_test_aot_dispatch_dynamic();
 
-// How every check calls the operator. A random op (Tag::nondeterministic_seeded) starts each
-// call from the same generator state, so runs a check compares draw the same numbers (the
-// fork_rng + manual_seed idiom); the caller's generator state is left as it was.
-// One such call at a time, so another thread's draws cannot interleave with it.
-inline void run_boxed(const OperatorHandle& op, Stack& stack) {
-  if (!op.has_tag(Tag::nondeterministic_seeded)) return op.call_boxed(stack);
+// Runs fn from the generator state every seeded call starts from (the fork_rng + manual_seed
+// idiom; the caller's state is restored after). One such run at a time, so another thread's draws
+// cannot interleave with it. A replay of a random op (a captured graph) run this way draws what
+// run_boxed's call drew.
+template <typename F>
+decltype(auto) from_fixed_generator_state(F&& fn) {
   static std::recursive_mutex one_seeded_call_at_a_time;
   std::lock_guard lock(one_seeded_call_at_a_time);
   GeneratorStateGuard keep_callers_state;
   manual_seed(0x0bc0f0);
-  op.call_boxed(stack);
+  return fn();
+}
+
+// How every check calls the operator: a random op (Tag::nondeterministic_seeded) from the fixed
+// generator state, so runs a check compares draw the same numbers.
+inline void run_boxed(const OperatorHandle& op, Stack& stack) {
+  if (!op.has_tag(Tag::nondeterministic_seeded)) return op.call_boxed(stack);
+  from_fixed_generator_state([&] { op.call_boxed(stack); });
 }
 
 }  // namespace opconform::conformance::detail
