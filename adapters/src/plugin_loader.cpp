@@ -186,11 +186,14 @@ class PluginLibrary final : public LoadedLibrary {
   // The boxed kernel that calls the plugin's `kind` kernel (fake: data-less tensors both ways).
   KernelFunction boxed_kernel(const std::string& op, OpcKernelKind kind) {
     PluginKernel k = ops_[op].kernels[kind];
-    return KernelFunction::from_boxed([this, op, k, kind](const OperatorHandle& handle, DispatchKeySet, Stack& stack) {
+    // Which arguments the kernel may write: the schema's, known at registration, not per call.
+    std::vector<bool> writable = writable_arguments(ops_[op].schema);
+    return KernelFunction::from_boxed([this, op, k, kind, writable](const OperatorHandle& handle, DispatchKeySet,
+                                                                    Stack& stack) {
       const FunctionSchema& schema = handle.schema();
       auto args = pop_arguments(schema, stack);
-      auto results = detail::call_plugin_kernel(k, name_, op, kind_name(kind), args, writable_arguments(schema),
-                                                schema.returns, kind == OPC_KERNEL_FAKE);
+      auto results = detail::call_plugin_kernel(k, name_, op, kind_name(kind), args, writable, schema.returns,
+                                                kind == OPC_KERNEL_FAKE);
       for (auto& r : results) stack.push_back(std::move(r));
     });
   }

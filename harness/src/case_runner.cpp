@@ -2,23 +2,12 @@
 
 #include <chrono>
 #include <map>
-#include <cstdlib>
 
 #include "opconform/conformance/opcheck.h"
 #include "opconform/core/dtype.h"
 #include "opconform/reference/case_spec.h"
 
 namespace opconform::harness {
-namespace {
-
-// The seed opcheck put in a replay line ("OPCONFORM_SEED=123 ..."), 0 when there is none.
-uint64_t seed_in(const std::string& repro) {
-  const std::string key = "OPCONFORM_SEED=";
-  if (repro.rfind(key, 0) != 0) return 0;
-  return std::strtoull(repro.c_str() + key.size(), nullptr, 10);
-}
-
-}  // namespace
 
 std::string quoted(const std::string& s) {
   if (!s.empty() && s.find_first_of(" *?[]'\"$\\;&|<>()`~#") == std::string::npos) return s;
@@ -41,6 +30,7 @@ std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedC
   const DType dtype = *parse_dtype(c.dtype);
   conformance::GenerateSpec spec = reference::case_spec(c.op, dtype, ctx.samples);
   if (ctx.seed) spec.seed = *ctx.seed;
+  spec.seed = conformance::resolve_seed(spec);  // OPCONFORM_SEED wins, as in opcheck: the seed repro lines give
   spec.devices = {Device::parse(c.device)};
   conformance::OpcheckOptions options;
   options.test_utils = checks;
@@ -63,8 +53,7 @@ std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedC
     cr.minimal_input = r.minimal_input;
     cr.seconds = seconds.count(check) ? seconds[check] : 0;
     if (!r.ok()) {
-      const uint64_t seed = seed_in(r.repro);
-      cr.repro = repro_line(ctx.repro_prefix, cr, seed != 0 ? seed : spec.seed);
+      cr.repro = repro_line(ctx.repro_prefix, cr, spec.seed);
     }
     return cr;
   };
