@@ -21,7 +21,7 @@ using namespace opconform::conformance;
 // sin for float32 and float64 (dtype_consistency runs the sample in float64 too).
 Tensor sin_of(const Tensor& x) {
   Tensor in = x.contiguous();
-  Tensor out = empty(x.sizes(), x.options());
+  Tensor out = empty_like(x);
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T>) {
@@ -44,12 +44,12 @@ struct Setup {
 
   Setup() {
     op = custom_op("bench::sin", sin_of, {.registry = &registry}, {"x"});
-    op->register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    op->register_fake([](const Tensor& x) { return empty_like(x); });
     op->register_autograd(
         [](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
           Tensor x = ctx.saved_tensors().at(0).contiguous().to(g[0].dtype());
           Tensor gc = g[0].contiguous();
-          Tensor out = empty(x.sizes(), x.options());
+          Tensor out = empty_like(x);
           visit_dtype(x.dtype(), [&](auto tag) {
             using T = typename decltype(tag)::type;
             if constexpr (std::is_floating_point_v<T>) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <exception>
 
@@ -13,6 +14,23 @@
 
 namespace opconform::adapters::detail {
 namespace {
+
+// ABI v1 gives fake kernels concrete sizes only. A fake argument with symbolic sizes (graph
+// capture) is therefore specialized: each symbol is compared with its hint, which records the
+// guard "s0 == 3" in its ShapeEnv (PyTorch's guard_int), so a graph captured through a plugin's
+// fake kernel is replayed only at the sizes its outputs were computed for, never wrongly at others.
+// An unbacked (data-dependent) size has no hint to specialize to: that is an error.
+void specialize_to_hints(const Tensor& t) {
+  auto specialize = [&](const SymInt& s) {
+    if (!s.is_symbolic()) return;
+    const auto hint = s.hint();
+    OPCONFORM_CHECK(hint.has_value(), ErrorCode::kNotImplemented, "a plugin's fake kernel takes concrete sizes (ABI v",
+                    OPC_PLUGIN_ABI_VERSION, "), and the data-dependent size ", s.to_string(), " has no value to give it");
+    [[maybe_unused]] const bool holds = s == SymInt(*hint);  // records the guard
+  };
+  for (const SymInt& s : t.sym_sizes()) specialize(s);
+  for (const SymInt& s : t.sym_strides()) specialize(s);
+}
 
 // A data-less managed tensor for fake calls: the descriptor's arrays live beside it.
 struct FakeManaged {
@@ -130,6 +148,7 @@ struct CallArena {
     OpcDLManagedTensorVersioned* m = nullptr;
     if (fake || t.is_fake() || t.is_meta_data()) {
       const DLDevice dev = t.device().is_meta() ? DLDevice{kDLCPU, 0} : to_dlpack_device(t.device());
+      if (t.has_symbolic_sizes()) specialize_to_hints(t);
       const auto sizes = t.sizes(), strides = t.strides();
       m = make_fake_managed(to_dlpack_dtype(t.dtype()), dev, {sizes.begin(), sizes.end()},
                             {strides.begin(), strides.end()});
@@ -246,7 +265,12 @@ OpcDLManagedTensorVersioned* arena_new_tensor(void* host, DLDataType dtype, int3
     if (a->fake) {
       m = make_fake_managed(dtype, to_dlpack_device(a->device), std::move(sizes), std::move(st));
     } else {
-      m = to_dlpack_versioned(empty_strided(sizes, st, TensorOptions{d, a->device}));
+      Tensor t = empty_strided(sizes, st, TensorOptions{d, a->device});
+      // Zeroed host memory: an output a kernel leaves unwritten must not hand the host bytes
+      // that are no value of its dtype (a bool byte of 190 is undefined to load; found by
+      // fuzz/plugin_value). Device memory is left as allocated.
+      if (t.device().is_cpu() && t.storage()->nbytes() > 0) std::memset(t.storage()->data(), 0, t.storage()->nbytes());
+      m = to_dlpack_versioned(t);
     }
     a->created.push_back(m);
     return m;
@@ -349,20 +373,29 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
         std::vector<int64_t> shape(d.shape, d.shape + d.ndim);
         std::vector<int64_t> st = d.strides != nullptr ? std::vector<int64_t>(d.strides, d.strides + d.ndim)
                                                        : contiguous_strides(shape);
+        // Checked: a fake kernel can describe more elements than int64 holds, and the sums
+        // overflowed (found by fuzz/plugin_value).
         int64_t extent = 1;
         for (int i = 0; i < d.ndim; ++i) {
           OPCONFORM_CHECK(shape[i] >= 0 && st[i] >= 0, ErrorCode::kDLPack, "negative size or stride");
-          extent += shape[i] == 0 ? 0 : (shape[i] - 1) * st[i];
+          int64_t reach = 0;
+          OPCONFORM_CHECK(shape[i] == 0 || (!__builtin_mul_overflow(shape[i] - 1, st[i], &reach) &&
+                                            !__builtin_add_overflow(extent, reach, &extent)),
+                          ErrorCode::kDLPack, "sizes ", shape_string(shape), " with strides ", shape_string(st),
+                          " reach beyond int64 elements");
         }
         const DType dtype = from_dlpack_dtype(d.dtype);
         const uint64_t item = itemsize(dtype);
         OPCONFORM_CHECK(d.byte_offset % item == 0, ErrorCode::kDLPack, "byte_offset ", d.byte_offset,
                         " is not a multiple of the item size");
         const int64_t offset = static_cast<int64_t>(d.byte_offset / item);
+        int64_t storage_size = 0;
+        OPCONFORM_CHECK(!__builtin_add_overflow(offset, extent, &storage_size), ErrorCode::kDLPack, "byte_offset ",
+                        d.byte_offset, " puts the tensor beyond int64 elements");
         // Inside the fake kernel's FakeTensorMode the factory makes a fake tensor; a byte_offset
         // becomes its storage offset.
         t = offset == 0 ? empty_strided(shape, st, TensorOptions{dtype, arena.device})
-                        : empty({offset + extent}, TensorOptions{dtype, arena.device}).as_strided(shape, st, offset);
+                        : empty({storage_size}, TensorOptions{dtype, arena.device}).as_strided(shape, st, offset);
       } else if (auto view = arena.view_of_argument(d)) {
         t = *view;
       } else {
@@ -400,6 +433,8 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
       results.emplace_back();
     } else if (k == TypeKind::kList && type.elem().kind() == TypeKind::kTensor) {
       if (v.tag != OPC_TAG_LIST || (v.u.list.size > 0 && v.u.list.items == nullptr)) throw mismatch("no tensor list");
+      // Found by fuzz/plugin_value: a negative size read as an empty list.
+      if (v.u.list.size < 0) throw mismatch("a list of size " + std::to_string(v.u.list.size));
       std::vector<Tensor> tensors;
       for (int64_t j = 0; j < v.u.list.size; ++j) {
         if (v.u.list.items[j].tag != OPC_TAG_TENSOR) throw mismatch("a list with a non-tensor item");

@@ -230,6 +230,17 @@ class PluginLibrary final : public LoadedLibrary {
       const auto tensors = ctx.saved_tensors();
       for (size_t i = 0; i < tensors.size(); ++i) args[saved.tensor_slots[i]] = IValue(tensors[i]);
       for (const Tensor& g : grads) args.push_back(g.defined() ? IValue(g) : IValue());
+      // Graph capture runs formulas on fake tensors. A plugin's formula is compiled code that
+      // reads data, and ABI v1 has no fake counterpart for it: it cannot be captured. That is a
+      // limit of the ABI, not a bug of the plugin, so it is kNotImplemented (the compile checks
+      // then leave gradients out and say so), not the plugin's error about missing data.
+      const bool fake = std::any_of(args.begin(), args.end(), [](const IValue& v) {
+        const Tensor* t = v.get_if<Tensor>();
+        return t != nullptr && t->defined() && t->is_fake();
+      });
+      OPCONFORM_CHECK(!fake, ErrorCode::kNotImplemented, "the backward kernel of '", op, "' in plugin '", name_,
+                      "' is compiled code: it cannot be captured into a graph (plugin ABI v",
+                      OPC_PLUGIN_ABI_VERSION, " has no fake backward kernel)");
       const FunctionSchema& schema = ops_.at(op).schema;
       // One return per argument: a gradient (Tensor?) or None.
       std::vector<Argument> returns(schema.arguments.size());

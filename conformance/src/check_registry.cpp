@@ -44,27 +44,11 @@ const Check& check_named(std::string_view name) {
   return *it->second;
 }
 
-// Checks that run only when named. test_aot_dispatch_dynamic: every reference op passes it, but
-// fake kernels written with concrete sizes (x.sizes() rather than x.sym_sizes(), the common C++
-// habit) and plugins (the C ABI carries concrete sizes) fail its replay at other sizes, so it is
-// not part of "every check" yet (issue 7's note).
-static bool opt_in(std::string_view name) { return name == "test_aot_dispatch_dynamic"; }
-
 std::vector<std::string> check_names() {
   auto& t = table();
   std::lock_guard lock(t.mutex);
   std::vector<std::string> names;
-  for (const auto& [n, c] : t.checks)
-    if (!opt_in(n)) names.push_back(n);
-  return names;
-}
-
-std::vector<std::string> opt_in_check_names() {
-  auto& t = table();
-  std::lock_guard lock(t.mutex);
-  std::vector<std::string> names;
-  for (const auto& [n, c] : t.checks)
-    if (opt_in(n)) names.push_back(n);
+  for (const auto& [n, c] : t.checks) names.push_back(n);
   return names;
 }
 

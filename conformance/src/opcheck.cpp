@@ -7,7 +7,7 @@ namespace opconform::conformance {
 using opconform::detail::concat;
 
 std::vector<std::string> default_test_utils() {
-  return {"test_schema", "test_autograd_registration", "test_faketensor"};
+  return {"test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"};
 }
 
 OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samples, const OpcheckOptions& options,
@@ -74,6 +74,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
     // one whose comparisons proved nothing on every sample it ran is mistrusted.
     std::optional<CheckResult> last_skip, first_failure, other, mistrusted;
     bool ran = false, any_passed = false;
+    std::string pass_note;  // what a passing check said it could not try (the first one)
     for (const Sample& sample : samples) {
       CheckResult r = run(sample);
       if (r.outcome == Outcome::skipped) {
@@ -86,7 +87,10 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
         first_failure = r;
         break;
       }
-      if (r.outcome == Outcome::passed) any_passed = true;
+      if (r.outcome == Outcome::passed) {
+        any_passed = true;
+        if (pass_note.empty()) pass_note = r.message;
+      }
       else if (r.outcome == Outcome::mistrusted) mistrusted = r;
       else other = other ? combine(*other, r) : r;
     }
@@ -106,7 +110,9 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
       results[name] = *last_skip;
     } else {
       results[name] = CheckResult{name, Outcome::passed,
-                                  "passed on " + std::to_string(samples.size()) + " generated samples", "", {}};
+                                  "passed on " + std::to_string(samples.size()) + " generated samples" +
+                                      (pass_note.empty() ? "" : " (first note: " + pass_note + ")"),
+                                  "", {}};
     }
     if (options.on_check_done) options.on_check_done(results[name]);
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "opconform/conformance/check.h"
+#include "opconform/conformance/opcheck.h"
 #include "opconform/core/autograd.h"
 #include "opconform/core/fake_tensor.h"
 #include "opconform/core/library.h"
@@ -118,11 +119,11 @@ TEST(AotDispatchDynamic, AFakeKernelThatReadsDataCannotBeCaptured) {
   EXPECT_NE(r.message.find("t::reads"), std::string::npos) << r.message;
 }
 
-TEST(AotDispatchDynamic, IsOptInForNow) {
+TEST(AotDispatchDynamic, IsOneOfOpchecksDefaultTests) {
   const auto all = check_names();
-  EXPECT_EQ(std::count(all.begin(), all.end(), "test_aot_dispatch_dynamic"), 0);
-  const auto opt_in = opt_in_check_names();
-  EXPECT_EQ(std::count(opt_in.begin(), opt_in.end(), "test_aot_dispatch_dynamic"), 1);
+  EXPECT_EQ(std::count(all.begin(), all.end(), "test_aot_dispatch_dynamic"), 1);
+  const auto defaults = default_test_utils();
+  EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "test_aot_dispatch_dynamic"), 1);
 }
 
 }  // namespace

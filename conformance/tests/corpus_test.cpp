@@ -49,15 +49,41 @@ struct Env {
   }
 };
 
+// A custom op (a, b) -> Tensor computed by `kernel`, with a fake kernel keeping a's symbolic
+// sizes, for backward formulas to call instead of computing through map/zip themselves: a formula
+// must be a program of operators for graph capture to trace it (test_aot_dispatch_dynamic fails a
+// formula that reads data), as in PyTorch, where an opaque backward is a custom op too. It is
+// called without recording (PyTorch's @once_differentiable): the formula then claims no second
+// derivative, which the op has no formula for (gradgradcheck skips such ops).
+struct BackwardOp {
+  TypedOperatorHandle<Tensor(const Tensor&, const Tensor&)> op;
+  Tensor operator()(const Tensor& a, const Tensor& b) const {
+    autograd::NoGradGuard once_differentiable;
+    return op.call(a, b);
+  }
+};
+
+BackwardOp binary_op(Env& env, const std::string& name, std::function<Tensor(const Tensor&, const Tensor&)> kernel) {
+  auto& op = env.hold(CustomOpDef(custom_op(name, [kernel](const Tensor& a, const Tensor& b) { return kernel(a, b); },
+                                            env.opts(), {"a", "b"})));
+  op.register_fake([](const Tensor& a, const Tensor&) { return empty_like(a); });
+  return {op.handle().typed<Tensor(const Tensor&, const Tensor&)>()};
+}
+
+// The elementwise binary op f(a, b) (see binary_op).
+BackwardOp pointwise(Env& env, const std::string& name, std::function<double(double, double)> f) {
+  return binary_op(env, name, [f](const Tensor& a, const Tensor& b) { return zip(a, b, f); });
+}
+
 // A unary elementwise op with a fake kernel, an autograd formula and (optionally) a vmap rule.
 CustomOpDef& unary(Env& env, const std::string& name, std::function<double(double)> f,
                    std::function<double(double)> df) {
   auto& op = env.hold(CustomOpDef(custom_op(name, [f](const Tensor& x) { return map(x, f); }, env.opts(), {"x"})));
-  op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+  op.register_fake([](const Tensor& x) { return empty_like(x); });
+  BackwardOp grad = pointwise(env, name + "_grad", [df](double gv, double xv) { return gv * df(xv); });
   op.register_autograd(
-      [df](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
-        Tensor x = ctx.saved_tensors().at(0);
-        return std::vector<Tensor>{zip(g[0], x, [df](double gv, double xv) { return gv * df(xv); })};
+      [grad](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{grad(g[0], ctx.saved_tensors().at(0))};
       },
       [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) { ctx.save_for_backward({inputs[0].to_tensor()}); });
   return op;
@@ -101,12 +127,12 @@ std::vector<Case> correct_cases() {
                      auto& op = e.hold(CustomOpDef(custom_op("ok::mul", [](const Tensor& a, const Tensor& b) {
                        return zip(a, b, [](double x, double y) { return x * y; });
                      }, e.opts(), {"a", "b"})));
-                     op.register_fake([](const Tensor& a, const Tensor&) { return empty(a.sizes(), a.options()); });
+                     op.register_fake([](const Tensor& a, const Tensor&) { return empty_like(a); });
+                     BackwardOp times = pointwise(e, "ok::times", [](double gv, double v) { return gv * v; });
                      op.register_autograd(
-                         [](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
+                         [times](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
                            auto s = ctx.saved_tensors();
-                           return std::vector<Tensor>{zip(g[0], s[1], [](double gv, double y) { return gv * y; }),
-                                                      zip(g[0], s[0], [](double gv, double x) { return gv * x; })};
+                           return std::vector<Tensor>{times(g[0], s[1]), times(g[0], s[0])};
                          },
                          [](autograd::AutogradContext& ctx, const Stack& in, const Stack&) {
                            ctx.save_for_backward({in[0].to_tensor(), in[1].to_tensor()});
@@ -123,11 +149,11 @@ std::vector<Case> correct_cases() {
                      auto& op = e.hold(CustomOpDef(custom_op("ok::scale", [](const Tensor& x, double a) {
                        return map(x, [a](double v) { return v * a; });
                      }, e.opts(), {"x", "a"})));
-                     op.register_fake([](const Tensor& x, double) { return empty(x.sizes(), x.options()); });
+                     op.register_fake([](const Tensor& x, double) { return empty_like(x); });
+                     auto scale = op.handle().typed<Tensor(const Tensor&, double)>();
                      op.register_autograd(
-                         [](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
-                           double a = ctx.get("a").to_double();
-                           return std::vector<Tensor>{map(g[0], [a](double gv) { return gv * a; }), Tensor()};
+                         [scale](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {  // linear: scale(g, a)
+                           return std::vector<Tensor>{scale.call(g[0], ctx.get("a").to_double()), Tensor()};
                          },
                          [](autograd::AutogradContext& ctx, const Stack& in, const Stack&) { ctx.set("a", in[1]); });
                      return op.handle();
@@ -190,7 +216,7 @@ std::vector<Sample> two_tensors() { return {Sample({IValue(values({1, 2}, {2})),
 
 std::vector<Case> bug_cases() {
   std::vector<Case> cases;
-  auto fake_like = [](const Tensor& x) { return empty(x.sizes(), x.options()); };
+  auto fake_like = [](const Tensor& x) { return empty_like(x); };
 
   // test_schema
   cases.push_back({"undeclared_mutation", [](Env& e) {
@@ -199,15 +225,17 @@ std::vector<Case> bug_cases() {
       x.fill_(0);  // writes x, but mutates_args is empty
       return r;
     }, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    op.register_fake([](const Tensor& x) { return empty_like(x); });
     return op.handle();
-  }, one_tensor, "test_schema", {"stride_invariance"}});  // the write also changes what later runs see
+  }, one_tensor, "test_schema",
+     {"stride_invariance",            // the write also changes what later runs see
+      "test_aot_dispatch_dynamic"}});  // and a replayed graph makes a write nothing in it declares
   cases.push_back({"declared_never_written", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::never_written", [](const Tensor& x, const Tensor& y) {
       (void)y;
       return map(x, sin_);
     }, e.opts({.mutates_args = {"y"}}), {"x", "y"})));
-    op.register_fake([](const Tensor& x, const Tensor&) { return empty(x.sizes(), x.options()); });
+    op.register_fake([](const Tensor& x, const Tensor&) { return empty_like(x); });
     return op.handle();
   }, two_tensors, "test_schema", {"error_inputs"}});  // y is never looked at, so a meta y goes unnoticed too
   cases.push_back({"output_aliases_input", [fake_like](Env& e) {
@@ -217,7 +245,7 @@ std::vector<Case> bug_cases() {
   cases.push_back({"outputs_alias_each_other", [](Env& e) {
     return library_op(e, "pair(Tensor x) -> (Tensor, Tensor)",
                       [](const Tensor& x) { Tensor r = map(x, sin_); return std::make_tuple(r, r.view({-1})); },
-                      [](const Tensor& x) { Tensor r = empty(x.sizes(), x.options()); return std::make_tuple(r, r.view({-1})); });
+                      [](const Tensor& x) { Tensor r = empty_like(x); return std::make_tuple(r, r.view({-1})); });
   }, one_tensor, "test_schema"});
   cases.push_back({"inplace_returns_new_tensor", [](Env& e) {
     return library_op(e, "sin_(Tensor(a!) x) -> Tensor(a!)",
@@ -246,41 +274,42 @@ std::vector<Case> bug_cases() {
   // test_faketensor
   cases.push_back({"missing_fake_kernel", [](Env& e) {
     return e.hold(CustomOpDef(custom_op("bug::no_fake", plain_sin, e.opts(), {"x"}))).handle();
-  }, one_tensor, "test_faketensor"});
+  }, one_tensor, "test_faketensor", {"test_aot_dispatch_dynamic"}});  // capture runs fake kernels too
   cases.push_back({"fake_wrong_shape", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::fake_shape", plain_sin, e.opts(), {"x"})));
     op.register_fake([](const Tensor& x) { return empty({x.numel() + 1}, x.options()); });
     return op.handle();
-  }, one_tensor, "test_faketensor"});
+  }, one_tensor, "test_faketensor", {"test_aot_dispatch_dynamic"}});
   cases.push_back({"fake_wrong_dtype", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::fake_dtype", plain_sin, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty(x.sizes(), TensorOptions(DType::Float64, x.device())); });
+    op.register_fake([](const Tensor& x) { return empty_like(x, TensorOptions(DType::Float64, x.device())); });
     return op.handle();
-  }, one_tensor, "test_faketensor"});
+  }, one_tensor, "test_faketensor", {"test_aot_dispatch_dynamic"}});
   cases.push_back({"fake_wrong_strides", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::fake_strides", plain_sin, e.opts(), {"x"})));
     op.register_fake([](const Tensor& x) {
-      return empty({x.size(1), x.size(0)}, x.options()).transpose(0, 1);  // column-major: the real one is not
+      return empty(std::vector<SymInt>{x.sym_sizes()[1], x.sym_sizes()[0]}, x.options())
+          .transpose(0, 1);  // column-major: the real one is not
     });
     return op.handle();
   }, [] { return std::vector<Sample>{Sample({IValue(values({1, 2, 3, 4, 5, 6}, {2, 3}))})}; }, "test_faketensor"});
   cases.push_back({"fake_reads_data", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::fake_reads", plain_sin, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { (void)x.item(); return empty(x.sizes(), x.options()); });
+    op.register_fake([](const Tensor& x) { (void)x.item(); return empty_like(x); });
     return op.handle();
-  }, [] { return std::vector<Sample>{Sample({IValue(values({1}, {1}))})}; }, "test_faketensor"});
+  }, [] { return std::vector<Sample>{Sample({IValue(values({1}, {1}))})}; }, "test_faketensor", {"test_aot_dispatch_dynamic"}});
 
   // test_autograd_registration
   cases.push_back({"no_autograd_formula", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::no_formula", plain_sin, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    op.register_fake([](const Tensor& x) { return empty_like(x); });
     return op.handle();
   }, [] { return std::vector<Sample>{Sample({IValue(leaf(values({0.5, 1.0}, {2}, DType::Float64)))})}; },
      "test_autograd_registration", {"gradcheck", "gradgradcheck"}});
   cases.push_back({"autograd_at_backend_key", [](Env& e) {
     return library_op(e, "backend_grad(Tensor x) -> Tensor",
                       [](const Tensor& x) { Tensor r = map(x.detach(), sin_); r.set_requires_grad(x.requires_grad()); return r; },
-                      [](const Tensor& x) { return empty(x.sizes(), x.options()); });
+                      [](const Tensor& x) { return empty_like(x); });
   }, [] { return std::vector<Sample>{Sample({IValue(leaf(values({0.5, 1.0}, {2}, DType::Float64)))})}; },
      "test_autograd_registration", {"gradcheck", "gradgradcheck"}});
 
@@ -288,15 +317,18 @@ std::vector<Case> bug_cases() {
   auto wrong_grad = [](const std::string& name, std::function<double(double, int64_t)> dfi) {
     return [name, dfi](Env& e) {
       auto& op = e.hold(CustomOpDef(custom_op(name, plain_sin, e.opts(), {"x"})));
-      op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+      op.register_fake([](const Tensor& x) { return empty_like(x); });
+      BackwardOp grad = binary_op(e, name + "_grad", [dfi](const Tensor& g, const Tensor& x_) {
+        Tensor x = x_.contiguous();
+        Tensor out = empty_like(x);
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          out.set({i}, Scalar(g.contiguous().get({i}).to_double() * dfi(x.get({i}).to_double(), i)));
+        }
+        return out;
+      });
       op.register_autograd(
-          [dfi](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
-            Tensor x = ctx.saved_tensors().at(0).contiguous();
-            Tensor out = empty(x.sizes(), x.options());
-            for (int64_t i = 0; i < x.numel(); ++i) {
-              out.set({i}, Scalar(g[0].contiguous().get({i}).to_double() * dfi(x.get({i}).to_double(), i)));
-            }
-            return std::vector<Tensor>{out};
+          [grad](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
+            return std::vector<Tensor>{grad(g[0], ctx.saved_tensors().at(0))};
           },
           [](autograd::AutogradContext& ctx, const Stack& in, const Stack&) { ctx.save_for_backward({in[0].to_tensor()}); });
       return op.handle();
@@ -306,10 +338,11 @@ std::vector<Case> bug_cases() {
   auto wrong_grad_ignoring_g = [] {
     return [](Env& e) {
       auto& op = e.hold(CustomOpDef(custom_op("bug::ignores_g", plain_sin, e.opts(), {"x"})));
-      op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+      op.register_fake([](const Tensor& x) { return empty_like(x); });
+      BackwardOp grad = binary_op(e, "bug::ignores_g_grad", [](const Tensor&, const Tensor& x) { return map(x, cos_); });
       op.register_autograd(
-          [](autograd::AutogradContext& ctx, const std::vector<Tensor>&) {
-            return std::vector<Tensor>{map(ctx.saved_tensors().at(0), cos_)};
+          [grad](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
+            return std::vector<Tensor>{grad(g[0], ctx.saved_tensors().at(0))};
           },
           [](autograd::AutogradContext& ctx, const Stack& in, const Stack&) { ctx.save_for_backward({in[0].to_tensor()}); });
       return op.handle();
@@ -322,29 +355,31 @@ std::vector<Case> bug_cases() {
   cases.push_back({"non_reentrant_backward", [](Env& e) {
     auto calls = std::make_shared<int>(0);
     auto& op = e.hold(CustomOpDef(custom_op("bug::reentrant", plain_sin, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    op.register_fake([](const Tensor& x) { return empty_like(x); });
+    BackwardOp grad = binary_op(e, "bug::reentrant_grad", [calls](const Tensor& g, const Tensor& x) {
+      double drift = 1e-3 * (*calls)++;  // each backward differs from the last
+      return zip(g, x, [drift](double gv, double xv) { return gv * std::cos(xv) + drift; });
+    });
     op.register_autograd(
-        [calls](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
-          double drift = 1e-3 * (*calls)++;  // each backward differs from the last
-          Tensor x = ctx.saved_tensors().at(0);
-          return std::vector<Tensor>{zip(g[0], x, [drift](double gv, double xv) { return gv * std::cos(xv) + drift; })};
+        [grad](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
+          return std::vector<Tensor>{grad(g[0], ctx.saved_tensors().at(0))};
         },
         [](autograd::AutogradContext& ctx, const Stack& in, const Stack&) { ctx.save_for_backward({in[0].to_tensor()}); });
     return op.handle();
-  }, grad_sample, "gradcheck"});
+  }, grad_sample, "gradcheck", {"test_aot_dispatch_dynamic"}});  // eager and captured backward differ too
 
   // properties
   cases.push_back({"wrong_only_for_non_contiguous", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::strided", [](const Tensor& x) {
       // Reads the storage as if x were contiguous: right for contiguous inputs only.
-      Tensor out = empty(x.sizes(), x.options());
+      Tensor out = empty_like(x);
       for (int64_t i = 0; i < x.numel(); ++i) {
         double v = static_cast<const float*>(x.const_data_ptr())[i];
         static_cast<float*>(out.mutable_data_ptr())[i] = static_cast<float>(std::sin(v));
       }
       return out;
     }, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    op.register_fake([](const Tensor& x) { return empty_like(x); });
     return op.handle();
   }, [] { return std::vector<Sample>{Sample({IValue(values({1, 2, 3, 4, 5, 6}, {2, 3}))})}; }, "stride_invariance",
      {"dtype_consistency"}});  // its float64 run goes through a non-contiguous path too
@@ -353,7 +388,7 @@ std::vector<Case> bug_cases() {
       if (x.numel() == 0) throw std::out_of_range("vector::at");  // not an opconform::Error
       return map(x, sin_);
     }, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    op.register_fake([](const Tensor& x) { return empty_like(x); });
     return op.handle();
   }, one_tensor, "edge_shapes"});
   cases.push_back({"nondeterministic", [](Env& e) {
@@ -362,20 +397,21 @@ std::vector<Case> bug_cases() {
       double bump = 1e-3 * ((*counter)++ % 7);
       return map(x, [bump](double v) { return std::sin(v) + bump; });
     }, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    op.register_fake([](const Tensor& x) { return empty_like(x); });
     return op.handle();
-  }, one_tensor, "determinism", {"stride_invariance", "vmap_consistency", "dtype_consistency"}});  // all compare runs
+  }, one_tensor, "determinism",
+     {"stride_invariance", "vmap_consistency", "dtype_consistency", "test_aot_dispatch_dynamic"}});  // all compare runs
   cases.push_back({"float32_computed_in_float16", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::half_inside", [](const Tensor& x) {
       Tensor y = map(x, sin_);
       return x.dtype() == DType::Float32 ? y.to(DType::Float16).to(DType::Float32) : y;
     }, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    op.register_fake([](const Tensor& x) { return empty_like(x); });
     return op.handle();
   }, [] { return std::vector<Sample>{Sample({IValue(values({0.123456, 1.234567, 2.345678}, {3}))})}; }, "dtype_consistency"});
   cases.push_back({"wrong_vmap_rule", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::vmap_rule", plain_sin, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    op.register_fake([](const Tensor& x) { return empty_like(x); });
     op.register_vmap([](const VmapInfo&, const Stack& inputs, const std::vector<std::optional<int64_t>>& in_dims) {
       Tensor r = map(inputs[0].to_tensor(), cos_);  // cos instead of sin
       return std::make_pair(Stack{IValue(r)}, std::vector<std::optional<int64_t>>{in_dims[0]});
@@ -384,7 +420,7 @@ std::vector<Case> bug_cases() {
   }, one_tensor, "vmap_consistency"});
   cases.push_back({"autocast_casts_float64", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::autocast64", plain_sin, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    op.register_fake([](const Tensor& x) { return empty_like(x); });
     auto& lib = e.hold(Library("bug", LibraryKind::IMPL, std::nullopt, e.registry));
     lib.impl("autocast64", [](const OperatorHandle& o, DispatchKeySet keys, Stack& stack) {
       stack.back() = IValue(stack.back().to_tensor().to(DType::Float16));  // float64 too: wrong
@@ -395,12 +431,15 @@ std::vector<Case> bug_cases() {
   }, [] { return std::vector<Sample>{Sample({IValue(values({0.5, 1.5}, {2}, DType::Float64))})}; }, "autocast_consistency"});
   cases.push_back({"fake_wrong_device", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::fake_device", plain_sin, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty(x.sizes(), TensorOptions(x.dtype(), Device::meta())); });
+    op.register_fake([](const Tensor& x) { return empty_like(x, TensorOptions(x.dtype(), Device::meta())); });
     return op.handle();
   }, one_tensor, "test_faketensor"});
   cases.push_back({"fake_wrong_storage_offset", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::fake_offset", plain_sin, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty({x.numel() + 1}, x.options()).narrow(0, 1, x.numel()); });
+    op.register_fake([](const Tensor& x) {
+      SymInt n = x.sym_sizes()[0];  // its sample is 1-d
+      return empty(std::vector<SymInt>{n + 1}, x.options()).slice(0, 1, std::nullopt, 1);
+    });
     return op.handle();
   }, one_tensor, "test_faketensor"});
   cases.push_back({"backward_ignores_grad_output", wrong_grad_ignoring_g(), grad_sample, "gradcheck"});
@@ -408,10 +447,11 @@ std::vector<Case> bug_cases() {
     auto& op = e.hold(CustomOpDef(custom_op("bug::single", [](const Tensor& x) {
       return map(x.to(DType::Float32), sin_).to(x.dtype());  // float64 in, float32 precision out
     }, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    op.register_fake([](const Tensor& x) { return empty_like(x); });
+    BackwardOp grad = pointwise(e, "bug::single_grad", [](double gv, double xv) { return gv * std::cos(xv); });
     op.register_autograd(
-        [](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
-          return std::vector<Tensor>{zip(g[0], ctx.saved_tensors().at(0), [](double gv, double xv) { return gv * std::cos(xv); })};
+        [grad](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
+          return std::vector<Tensor>{grad(g[0], ctx.saved_tensors().at(0))};
         },
         [](autograd::AutogradContext& ctx, const Stack& in, const Stack&) { ctx.save_for_backward({in[0].to_tensor()}); });
     return op.handle();
@@ -421,7 +461,7 @@ std::vector<Case> bug_cases() {
       x.bump_version();  // a write through the API that happens to store the same bytes
       return map(x, sin_);
     }, e.opts(), {"x"})));
-    op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    op.register_fake([](const Tensor& x) { return empty_like(x); });
     return op.handle();
   }, one_tensor, "test_schema"});
   cases.push_back({"wrong_second_derivative", [](Env& e) {
@@ -430,7 +470,7 @@ std::vector<Case> bug_cases() {
     auto& mul = e.hold(CustomOpDef(custom_op("bug::mul", [](const Tensor& a, const Tensor& b) {
       return zip(a, b, [](double x, double y) { return x * y; });
     }, e.opts(), {"a", "b"})));
-    mul.register_fake([](const Tensor& a, const Tensor&) { return empty(a.sizes(), a.options()); });
+    mul.register_fake([](const Tensor& a, const Tensor&) { return empty_like(a); });
     auto mul_op = mul.handle().typed<Tensor(const Tensor&, const Tensor&)>();
     mul.register_autograd(
         [mul_op](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
@@ -440,14 +480,14 @@ std::vector<Case> bug_cases() {
         [](autograd::AutogradContext& ctx, const Stack& in, const Stack&) { ctx.save_for_backward({in[0].to_tensor(), in[1].to_tensor()}); });
     auto& twice = e.hold(CustomOpDef(custom_op("bug::twice", [](const Tensor& x) { return map(x, [](double v) { return 2 * v; }); },
                                                e.opts(), {"x"})));
-    twice.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    twice.register_fake([](const Tensor& x) { return empty_like(x); });
     twice.register_autograd([](autograd::AutogradContext&, const std::vector<Tensor>& g) {
       return std::vector<Tensor>{map(g[0], [](double v) { return 3 * v; })};  // should be 2
     });
     auto twice_op = twice.handle().typed<Tensor(const Tensor&)>();
     auto& sq = e.hold(CustomOpDef(custom_op("bug::sq", [](const Tensor& x) { return map(x, [](double v) { return v * v; }); },
                                             e.opts(), {"x"})));
-    sq.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+    sq.register_fake([](const Tensor& x) { return empty_like(x); });
     sq.register_autograd(
         [mul_op, twice_op](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
           return std::vector<Tensor>{mul_op.call(g[0], twice_op.call(ctx.saved_tensors().at(0)))};

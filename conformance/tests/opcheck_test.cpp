@@ -25,7 +25,7 @@ Tensor vec(std::vector<float> v) { return from_vector<float>(v, {static_cast<int
 // A correct sin with a fake kernel and an autograd formula.
 CustomOpDef make_sin(Registry& registry, const std::string& name) {
   CustomOpDef op = custom_op(name, [](const Tensor& x) { return map(x, sin_); }, {.registry = &registry}, {"x"});
-  op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+  op.register_fake([](const Tensor& x) { return empty_like(x); });
   op.register_autograd(
       [](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
         Tensor x = ctx.saved_tensors().at(0);
@@ -41,7 +41,7 @@ CustomOpDef make_strided_bug(Registry& registry) {
     Tensor as_if_contiguous = x.is_contiguous() ? x : x.as_strided(x.sizes(), contiguous_strides(x.sizes()));
     return map(as_if_contiguous.contiguous(), sin_);
   }, {.registry = &registry}, {"x"});
-  op.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+  op.register_fake([](const Tensor& x) { return empty_like(x); });
   return op;
 }
 

@@ -61,7 +61,7 @@ TEST_F(PropertiesTest, StrideInvariancePassesForAKernelThatReadsThroughStrides) 
 
 TEST_F(PropertiesTest, StrideInvarianceFlagsAKernelThatAssumesContiguousData) {
   auto op = custom_op("t::twice_flat", [](const Tensor& x) {
-    Tensor out = opconform::empty(x.sizes(), x.options());
+    Tensor out = opconform::empty_like(x);
     const float* in = x.const_data_ptr<float>();  // bug: ignores strides
     float* o = out.mutable_data_ptr<float>();
     for (int64_t i = 0; i < x.numel(); ++i) o[i] = 2 * in[i];

@@ -43,7 +43,7 @@ class FakeTensorTest : public ::testing::Test {
 // ---- correct fake kernels pass
 
 TEST_F(FakeTensorTest, MatchingFakeKernelPasses) {
-  auto op = twice_with_fake("cft::twice", [](const Tensor& x) { return empty(x.sizes(), x.options()); });
+  auto op = twice_with_fake("cft::twice", [](const Tensor& x) { return empty_like(x); });
   CheckResult r = check("cft::twice", {IValue(mat())});
   EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
   EXPECT_EQ(r.check, "test_faketensor");
@@ -109,7 +109,7 @@ TEST_F(FakeTensorTest, WrongShapeFails) {
 }
 
 TEST_F(FakeTensorTest, WrongDtypeFails) {
-  auto op = twice_with_fake("cft::dtype", [](const Tensor& x) { return empty(x.sizes(), DType::Float64); });
+  auto op = twice_with_fake("cft::dtype", [](const Tensor& x) { return empty_like(x, DType::Float64); });
   CheckResult r = check("cft::dtype", {IValue(mat())});
   EXPECT_EQ(r.outcome, Outcome::failed);
   EXPECT_THAT(r.message, HasSubstr("output 0 dtype: the fake kernel gives float64, the real kernel float32"));

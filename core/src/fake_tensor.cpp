@@ -170,6 +170,25 @@ Tensor make_fake_tensor(std::vector<SymInt> sizes, DType dtype, Device device, s
   return build_fake(nullptr, concrete_sizes, concrete_strides, 0, dtype, device, std::move(shape));
 }
 
+Tensor empty(const std::vector<SymInt>& sizes, TensorOptions options) {
+  bool symbolic = std::any_of(sizes.begin(), sizes.end(), [](const SymInt& s) { return s.is_symbolic(); });
+  if (!symbolic) {
+    std::vector<int64_t> concrete;
+    for (const auto& s : sizes) concrete.push_back(*s.maybe_as_int());
+    return empty(IntArrayRef(concrete), options);
+  }
+  Device device = options.device;
+  if (device.is_cuda() && device.index < 0) device.index = 0;
+  return make_fake_tensor(sizes, options.dtype, device);
+}
+
+Tensor empty_like(const Tensor& x) { return empty_like(x, x.options()); }
+
+Tensor empty_like(const Tensor& x, TensorOptions options) {
+  OPCONFORM_CHECK(x.defined(), ErrorCode::kInvalidArgument, "empty_like: the tensor is undefined");
+  return empty(x.sym_sizes(), options);
+}
+
 // ---------------------------------------------------------------- FakeTensorMode
 
 struct FakeTensorMode::Memo {

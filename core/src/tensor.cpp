@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -40,6 +41,28 @@ int64_t span_elements(IntArrayRef sizes, IntArrayRef strides) {
     span += (sizes[i] - 1) * strides[i];
   }
   return span;
+}
+
+// The bytes a new storage needs for sizes and (non-negative) strides, 0 without elements. Sizes
+// and strides can ask for more than int64 holds (a plugin's new_tensor asks for anything): the
+// element count and the byte count are checked, where the products wrapped silently before
+// (found by fuzz/plugin_value).
+size_t checked_storage_bytes(IntArrayRef sizes, IntArrayRef strides, DType dtype) {
+  int64_t count = 1, span = 0;  // count: the element count with empty dimensions read as 1
+  bool overflow = false, empty = false;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    empty = empty || sizes[i] == 0;
+    int64_t reach = 0;
+    overflow = overflow || __builtin_mul_overflow(count, sizes[i] == 0 ? 1 : sizes[i], &count) ||
+               (sizes[i] > 0 && (__builtin_mul_overflow(sizes[i] - 1, strides[i], &reach) ||
+                                 __builtin_add_overflow(span, reach, &span)));
+  }
+  int64_t nbytes = 0;
+  overflow = overflow || span == std::numeric_limits<int64_t>::max() ||
+             __builtin_mul_overflow(span + 1, static_cast<int64_t>(itemsize(dtype)), &nbytes);
+  OPCONFORM_CHECK(!overflow, ErrorCode::kInvalidArgument, "empty_strided: size ", shape_string(sizes), " with strides ",
+                  shape_string(strides), " holds more elements or bytes than fit in int64");
+  return empty ? 0 : static_cast<size_t>(nbytes);
 }
 
 // PyTorch's computeStride: strides that let `newshape` view memory laid out as (oldshape,
@@ -361,8 +384,30 @@ Scalar Tensor::item() const {
 
 // ---------------------------------------------------------------- views
 
-Tensor Tensor::make_view(std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset) const {
+// Note [Views of symbolic fakes]: a view of a fake tensor with symbolic sizes keeps them where the
+// view op can say how its sizes follow from the base's: transpose, permute, select, squeeze,
+// unsqueeze, slice (the sliced dimension stays symbolic when it runs to the end with step 1), and
+// view/reshape of a contiguous base (the -1 dimension is the symbolic element count over the
+// other sizes) pass their symbolic sizes and strides. Sizes given as integers (view's other
+// dimensions, expand, as_strided, narrow) are the caller's literal values, and other views
+// (diagonal) have the concrete stand-ins too, which a captured graph bakes in
+// (test_aot_dispatch_dynamic then says so at other sizes). Fake kernels that need such views
+// symbolically build their outputs from sym_sizes() (empty(std::vector<SymInt>{...})).
+Tensor Tensor::make_view(std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset,
+                         std::optional<std::vector<SymInt>> sym_sizes,
+                         std::optional<std::vector<SymInt>> sym_strides) const {
   auto v = std::make_unique<detail::TensorImpl>(impl());
+  std::shared_ptr<const SymShape> shape;
+  if (impl().sym_shape) {
+    if (sym_sizes && sym_strides) {
+      auto symbolic = [](const std::vector<SymInt>& s) {
+        return std::any_of(s.begin(), s.end(), [](const SymInt& i) { return i.is_symbolic(); });
+      };
+      if (symbolic(*sym_sizes) || symbolic(*sym_strides))
+        shape = std::make_shared<const SymShape>(SymShape{std::move(*sym_sizes), std::move(*sym_strides)});
+    }
+  }
+  v->sym_shape = std::move(shape);
   v->sizes = std::move(sizes);
   v->strides = std::move(strides);
   v->storage_offset = offset;
@@ -376,15 +421,24 @@ Tensor Tensor::view(IntArrayRef requested) const {
                   " is not compatible with the input's size ", shape_string(sizes()), " and stride ",
                   shape_string(this->strides()),
                   " (at least one dimension spans across two contiguous subspaces); use reshape instead");
+  if (has_symbolic_sizes() && is_contiguous()) {
+    // The -1 dimension, if any, is the symbolic element count divided by the other sizes.
+    SymInt numel_sym(1), others(1);
+    for (const SymInt& s : sym_sizes()) numel_sym = numel_sym * s;
+    for (int64_t r : requested) others = r == -1 ? others : others * SymInt(r);
+    std::vector<SymInt> ssz;
+    for (size_t i = 0; i < requested.size(); ++i)
+      ssz.push_back(requested[i] == -1 ? floordiv(numel_sym, others) : SymInt(shape[i]));
+    auto sst = contiguous_sym_strides(ssz);
+    return make_view(std::move(shape), std::move(*strides), storage_offset(), std::move(ssz), std::move(sst));
+  }
   return make_view(std::move(shape), std::move(*strides), storage_offset());
 }
 
 Tensor Tensor::reshape(IntArrayRef requested) const {
   auto shape = infer_size(requested, numel(), "reshape");
-  if (auto strides = compute_view_strides(sizes(), this->strides(), shape)) {
-    return make_view(std::move(shape), std::move(*strides), storage_offset());
-  }
-  return contiguous().view(shape);
+  if (compute_view_strides(sizes(), this->strides(), shape)) return view(requested);
+  return contiguous().view(requested);
 }
 
 Tensor Tensor::as_strided(IntArrayRef new_sizes, IntArrayRef new_strides, std::optional<int64_t> offset) const {
@@ -437,6 +491,12 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<
   int64_t offset = storage_offset() + start * st[d];
   sz[d] = (end - start + step - 1) / step;
   st[d] *= step;
+  if (has_symbolic_sizes()) {
+    auto ssz = sym_sizes(), sst = sym_strides();
+    ssz[d] = step == 1 && !end_opt ? ssz[d] - start : SymInt(sz[d]);
+    sst[d] = sst[d] * step;
+    return make_view(std::move(sz), std::move(st), offset, std::move(ssz), std::move(sst));
+  }
   return make_view(std::move(sz), std::move(st), offset);
 }
 
@@ -452,6 +512,12 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   int64_t offset = storage_offset() + index * st[d];
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
+  if (has_symbolic_sizes()) {
+    auto ssz = sym_sizes(), sst = sym_strides();
+    ssz.erase(ssz.begin() + d);
+    sst.erase(sst.begin() + d);
+    return make_view(std::move(sz), std::move(st), offset, std::move(ssz), std::move(sst));
+  }
   return make_view(std::move(sz), std::move(st), offset);
 }
 
@@ -467,6 +533,12 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   auto st = std::vector<int64_t>(strides().begin(), strides().end());
   std::swap(sz[d0], sz[d1]);
   std::swap(st[d0], st[d1]);
+  if (has_symbolic_sizes()) {
+    auto ssz = sym_sizes(), sst = sym_strides();
+    std::swap(ssz[d0], ssz[d1]);
+    std::swap(sst[d0], sst[d1]);
+    return make_view(std::move(sz), std::move(st), storage_offset(), std::move(ssz), std::move(sst));
+  }
   return make_view(std::move(sz), std::move(st), storage_offset());
 }
 
@@ -482,6 +554,16 @@ Tensor Tensor::permute(IntArrayRef dims) const {
     seen[d] = true;
     sz[i] = size(d);
     st[i] = stride(d);
+  }
+  if (has_symbolic_sizes()) {
+    const auto base_sizes = sym_sizes(), base_strides = sym_strides();
+    std::vector<SymInt> ssz, sst;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      const int64_t d = wrap_dim(dims[i], dim(), "permute");
+      ssz.push_back(base_sizes[d]);
+      sst.push_back(base_strides[d]);
+    }
+    return make_view(std::move(sz), std::move(st), storage_offset(), std::move(ssz), std::move(sst));
   }
   return make_view(std::move(sz), std::move(st), storage_offset());
 }
@@ -520,24 +602,31 @@ Tensor Tensor::expand(IntArrayRef requested) const {
 
 Tensor Tensor::squeeze() const {
   std::vector<int64_t> sz, st;
+  std::vector<SymInt> ssz, sst;
+  const auto base_sizes = sym_sizes(), base_strides = sym_strides();
   for (int64_t d = 0; d < dim(); ++d) {
-    if (size(d) != 1) {
+    if (size(d) != 1) {  // a symbolic size is never 1
       sz.push_back(size(d));
       st.push_back(stride(d));
+      ssz.push_back(base_sizes[d]);
+      sst.push_back(base_strides[d]);
     }
   }
-  return make_view(std::move(sz), std::move(st), storage_offset());
+  return make_view(std::move(sz), std::move(st), storage_offset(), std::move(ssz), std::move(sst));
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
   d = wrap_dim(d, dim(), "squeeze");
   auto sz = std::vector<int64_t>(sizes().begin(), sizes().end());
   auto st = std::vector<int64_t>(strides().begin(), strides().end());
+  auto ssz = sym_sizes(), sst = sym_strides();
   if (dim() > 0 && sz[d] == 1) {
     sz.erase(sz.begin() + d);
     st.erase(st.begin() + d);
+    ssz.erase(ssz.begin() + d);
+    sst.erase(sst.begin() + d);
   }
-  return make_view(std::move(sz), std::move(st), storage_offset());
+  return make_view(std::move(sz), std::move(st), storage_offset(), std::move(ssz), std::move(sst));
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -547,7 +636,11 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t new_stride = d >= dim() ? 1 : sz[d] * st[d];
   sz.insert(sz.begin() + d, 1);
   st.insert(st.begin() + d, new_stride);
-  return make_view(std::move(sz), std::move(st), storage_offset());
+  auto ssz = sym_sizes(), sst = sym_strides();
+  SymInt new_sym_stride = d >= dim() ? SymInt(1) : ssz[d] * sst[d];
+  ssz.insert(ssz.begin() + d, SymInt(1));
+  sst.insert(sst.begin() + d, new_sym_stride);
+  return make_view(std::move(sz), std::move(st), storage_offset(), std::move(ssz), std::move(sst));
 }
 
 Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
@@ -718,7 +811,9 @@ std::vector<int64_t> contiguous_strides(IntArrayRef sizes) {
   int64_t s = 1;
   for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
     strides[d] = s;
-    s *= std::max<int64_t>(sizes[d], 1);
+    // Saturates instead of wrapping (undefined; found by fuzz/plugin_value): sizes whose product
+    // passes int64 are refused by whatever allocates them (empty_strided).
+    if (__builtin_mul_overflow(s, std::max<int64_t>(sizes[d], 1), &s)) s = std::numeric_limits<int64_t>::max();
   }
   return strides;
 }
@@ -757,8 +852,7 @@ Tensor empty_strided(IntArrayRef sizes, IntArrayRef strides, TensorOptions optio
                     " in size ", shape_string(sizes));
     OPCONFORM_CHECK(strides[i] >= 0, ErrorCode::kInvalidArgument, "empty_strided: negative stride ", strides[i]);
   }
-  int64_t span = span_elements(sizes, strides);
-  size_t nbytes = span < 0 ? 0 : static_cast<size_t>(span + 1) * itemsize(options.dtype);
+  const size_t nbytes = checked_storage_bytes(sizes, strides, options.dtype);
   Device device = options.device;
   if (device.is_cuda() && device.index < 0) device.index = 0;
   // Under an active FakeTensorMode, factories make fake tensors instead of allocating.

@@ -160,13 +160,13 @@ TEST_F(CustomOpTest, RegisterKernelAndSetKernelEnabled) {
 TEST_F(CustomOpTest, RegisterFakeTwiceNeedsAllowOverride) {
   auto f = custom_op("mylib::g", [](const Tensor& x) { return x.clone(); }, opts(), {"x"});
   EXPECT_FALSE(f.has_fake());
-  f.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); });
+  f.register_fake([](const Tensor& x) { return empty_like(x); });
   EXPECT_TRUE(f.has_fake());
-  EXPECT_THAT(error_message([&] { f.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); }); }),
+  EXPECT_THAT(error_message([&] { f.register_fake([](const Tensor& x) { return empty_like(x); }); }),
               HasSubstr("register_fake: 'mylib::g' already has a fake kernel (registered at core/tests/custom_op_test.cpp:"));
-  f.register_fake([](const Tensor& x) { return empty(x.sizes(), x.options()); }, /*allow_override=*/true);
+  f.register_fake([](const Tensor& x) { return empty_like(x); }, /*allow_override=*/true);
   // impl_abstract is the old name, with the same rule.
-  EXPECT_THAT(error_message([&] { f.impl_abstract([](const Tensor& x) { return empty(x.sizes(), x.options()); }); }),
+  EXPECT_THAT(error_message([&] { f.impl_abstract([](const Tensor& x) { return empty_like(x); }); }),
               HasSubstr("already has a fake kernel"));
 }
 

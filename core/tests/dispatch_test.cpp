@@ -15,7 +15,7 @@ using ::testing::HasSubstr;
 // out[i] = x[i] * factor, for contiguous float32 CPU tensors.
 Tensor scale(const Tensor& x, double factor) {
   Tensor c = x.contiguous();
-  Tensor out = empty(x.sizes(), x.options());
+  Tensor out = empty_like(x);
   const float* in = c.const_data_ptr<float>();
   float* o = out.mutable_data_ptr<float>();
   for (int64_t i = 0; i < x.numel(); ++i) o[i] = static_cast<float>(in[i] * factor);
@@ -24,7 +24,7 @@ Tensor scale(const Tensor& x, double factor) {
 
 Tensor sin_cpu(const Tensor& x) {
   Tensor c = x.contiguous();
-  Tensor out = empty(x.sizes(), x.options());
+  Tensor out = empty_like(x);
   const float* in = c.const_data_ptr<float>();
   float* o = out.mutable_data_ptr<float>();
   for (int64_t i = 0; i < x.numel(); ++i) o[i] = std::sin(in[i]);

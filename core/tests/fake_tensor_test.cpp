@@ -166,6 +166,59 @@ TEST(FakeTensorModeTest, FactoriesMakeFakesUnderTheMode) {
   EXPECT_FALSE(empty({2}).is_fake());
 }
 
+TEST(FakeTensorModeTest, EmptyLikeAndSymIntFactoriesKeepSymbolicSizes) {
+  FakeTensorMode mode;
+  Tensor x = mode.from_tensor(real({5, 7}).transpose(0, 1), /*dynamic=*/true, "x");
+  FakeTensorModeGuard guard(mode);
+  Tensor like = empty_like(x);
+  EXPECT_TRUE(like.has_symbolic_sizes());
+  EXPECT_EQ(strs(like.sym_sizes()), strs(x.sym_sizes()));
+  EXPECT_EQ(strs(like.sym_strides()), strs(contiguous_sym_strides(x.sym_sizes())));  // contiguous, not x's layout
+  EXPECT_EQ(like.dtype(), DType::Float32);
+  Tensor as_int = empty_like(x, TensorOptions(DType::Int64, Device::cuda()));
+  EXPECT_EQ(as_int.dtype(), DType::Int64);
+  EXPECT_EQ(as_int.device(), Device::cuda(0));
+  EXPECT_EQ(strs(as_int.sym_sizes()), strs(x.sym_sizes()));
+
+  std::vector<SymInt> sizes{x.sym_sizes()[1] * 2, SymInt(3)};
+  Tensor e = empty(sizes, x.options());
+  EXPECT_EQ(strs(e.sym_sizes()), strs(sizes));
+  EXPECT_EQ(vec(e.sizes()), (V{10, 3}));  // the hints
+  // All-concrete sizes are plain empty(): a fake under the mode, a real tensor outside it.
+  EXPECT_FALSE(empty(std::vector<SymInt>{SymInt(2)}).has_symbolic_sizes());
+  EXPECT_THROW(empty(std::vector<SymInt>{SymInt(-1)}), Error);
+}
+
+TEST(FakeTensorModeTest, ViewsKeepSymbolicSizesWhereTheyFollowFromTheBase) {
+  FakeTensorMode mode;
+  Tensor x = mode.from_tensor(real({5, 7}), /*dynamic=*/true, "x");  // [s0, s1], strides [s1, 1]
+  const auto s = strs(x.sym_sizes());
+  EXPECT_THAT(strs(x.transpose(0, 1).sym_sizes()), ElementsAre(s[1], s[0]));
+  EXPECT_THAT(strs(x.transpose(0, 1).sym_strides()), ElementsAre("1", s[1]));
+  EXPECT_THAT(strs(x.permute({1, 0}).sym_sizes()), ElementsAre(s[1], s[0]));
+  EXPECT_THAT(strs(x.select(0, 2).sym_sizes()), ElementsAre(s[1]));
+  EXPECT_THAT(strs(x.unsqueeze(1).sym_sizes()), ElementsAre(s[0], "1", s[1]));
+  EXPECT_THAT(strs(x.unsqueeze(1).squeeze(1).sym_sizes()), ElementsAre(s[0], s[1]));
+  EXPECT_THAT(strs(x.unsqueeze(0).squeeze().sym_sizes()), ElementsAre(s[0], s[1]));
+  EXPECT_THAT(strs(x.slice(1, 2).sym_sizes()), ElementsAre(s[0], s[1] + " - 2"));  // to the end: still symbolic
+  EXPECT_THAT(strs(x.slice(1, 0, 3).sym_sizes()), ElementsAre(s[0], "3"));          // a concrete end is baked
+  EXPECT_THAT(strs(x.view({-1}).sym_sizes()), ElementsAre(s[0] + "*" + s[1]));
+  EXPECT_TRUE(x.reshape({7, -1}).has_symbolic_sizes());
+  // Sizes given as integers are the caller's values, even where they equal the base's hints
+  // (before, a view kept its base's symbolic sizes whatever they were: wrong ones).
+  EXPECT_FALSE(x.view({5, 7}).has_symbolic_sizes());
+  EXPECT_FALSE(x.as_strided(V{5, 7}, V{7, 1}).has_symbolic_sizes());
+  EXPECT_FALSE(x.transpose(0, 1).reshape({-1}).has_symbolic_sizes());  // not contiguous: a copy
+}
+
+TEST(FakeTensor, EmptyLikeOfARealTensorIsAReal) {
+  Tensor x = real({2, 3});
+  Tensor y = empty_like(x);
+  EXPECT_FALSE(y.is_fake());
+  EXPECT_EQ(vec(y.sizes()), (V{2, 3}));
+  EXPECT_FALSE(y.is_same(x));
+}
+
 // ---------------------------------------------------------------- fake kernels
 
 // out[i] = x[i] * 2 on CPU, counting calls.
@@ -177,7 +230,7 @@ struct Counts {
 
 Tensor double_cpu(const Tensor& x) {
   Tensor c = x.contiguous();
-  Tensor out = empty(x.sizes(), x.options());
+  Tensor out = empty_like(x);
   const float* in = c.const_data_ptr<float>();
   float* o = out.mutable_data_ptr<float>();
   for (int64_t i = 0; i < x.numel(); ++i) o[i] = in[i] * 2;

@@ -81,7 +81,7 @@ void opset_step(Report& r, const std::filesystem::path& path) {
 
 // out = x * factor (float32, any strides).
 Tensor scale_cpu(const Tensor& x, double factor) {
-  Tensor out = empty(x.sizes(), x.options());
+  Tensor out = empty_like(x);
   Tensor c = x.contiguous();
   const float* in = c.const_data_ptr<float>();
   float* o = out.mutable_data_ptr<float>();

@@ -54,7 +54,7 @@ class Tour : public ::testing::Test {
 TEST_F(Tour, NumpyMulWithFakeAndAutograd) {
   auto numpy_mul = custom_op("mylib::numpy_mul", [](const Tensor& x, double y) { return map(x, [y](double v) { return v * y; }); },
                              opts(), {"x", "y"});
-  numpy_mul.register_fake([](const Tensor& x, double) { return empty(x.sizes(), x.options()); });
+  numpy_mul.register_fake([](const Tensor& x, double) { return empty_like(x); });
   numpy_mul.register_autograd(
       [](autograd::AutogradContext& ctx, const std::vector<Tensor>& grad) {
         double y = ctx.get("y").to_double();

@@ -671,7 +671,7 @@ void register_activation(Library& lib) {
         .fake([name](const Tensor& self, int64_t dim, bool half_to_float) {
           softmax_dim(name, self, dim, half_to_float);
           if (self.is_fake() && self.has_symbolic_sizes()) return make_fake_tensor(self.sym_sizes(), self.dtype(), self.device());
-          return empty(self.sizes(), self.options());
+          return empty_like(self);
         })
         .autograd(
             [ops = Ops(r), log](autograd::AutogradContext& ctx, const Grads& g) -> Grads {

@@ -1624,7 +1624,7 @@ void register_indexing(Library& lib) {
       .fake([](const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
         check_scatter(kScatterSrc, self, dim, index, &src);
         if (any_symbolic_tensor({&self, &index, &src})) return sym_empty(self.sym_sizes(), self);
-        return empty(self.sizes(), self.options());
+        return empty_like(self);
       })
       .autograd(with_ops(r, scatter_src_backward), save_dim_op(kScatterSrc))
       .vmap(dim_op_vmap_rule(r, kScatterSrc, {0, 2, 3}, 0))
@@ -1637,7 +1637,7 @@ void register_indexing(Library& lib) {
         check_scatter(kScatterValue, self, dim, index, nullptr);
         check_scatter_value(self, value);
         if (any_symbolic_tensor({&self, &index})) return sym_empty(self.sym_sizes(), self);
-        return empty(self.sizes(), self.options());
+        return empty_like(self);
       })
       .autograd(with_ops(r, scatter_value_backward), save_dim_op(kScatterValue))
       .vmap(dim_op_vmap_rule(r, kScatterValue, {0, 2}, 0))
@@ -1649,7 +1649,7 @@ void register_indexing(Library& lib) {
       .fake([](const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
         check_scatter(kScatterAdd, self, dim, index, &src);
         if (any_symbolic_tensor({&self, &index, &src})) return sym_empty(self.sym_sizes(), self);
-        return empty(self.sizes(), self.options());
+        return empty_like(self);
       })
       .autograd(with_ops(r, scatter_add_backward), save_dim_op(kScatterAdd))
       .vmap(dim_op_vmap_rule(r, kScatterAdd, {0, 2, 3}, 0))
@@ -1667,7 +1667,7 @@ void register_indexing(Library& lib) {
         check_reduce_dtype(parse_reduce(reduce), reduce, self.dtype());
         check_scatter(kScatterReduce, self, dim, index, &src);
         if (any_symbolic_tensor({&self, &index, &src})) return sym_empty(self.sym_sizes(), self);
-        return empty(self.sizes(), self.options());
+        return empty_like(self);
       })
       .autograd(with_ops(r, scatter_reduce_backward),
                 [](AutogradContext& ctx, const Stack& in, const Stack& out) {

@@ -402,7 +402,7 @@ void register_normalization(Library& lib) {
             return std::make_tuple(symbolic_like(input, input.dtype()), symbolic_like(input, p.stat_dtype, axis),
                                    symbolic_like(input, p.stat_dtype, axis));
           }
-          return std::make_tuple(empty(input.sizes(), input.options()), empty(p.stat_sizes, stats), empty(p.stat_sizes, stats));
+          return std::make_tuple(empty_like(input), empty(p.stat_sizes, stats), empty(p.stat_sizes, stats));
         })
         .autograd(with_ops(r, layer_norm_backward),
                   [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
@@ -436,7 +436,7 @@ void register_normalization(Library& lib) {
                      int64_t hxw, int64_t group, double) {
           const GroupNormPlan p = plan_group_norm(name, input, weight, bias, n, c, hxw, group);
           const TensorOptions stats(p.stat_dtype, input.device());
-          return std::make_tuple(empty(input.sizes(), input.options()), empty({n, group}, stats), empty({n, group}, stats));
+          return std::make_tuple(empty_like(input), empty({n, group}, stats), empty({n, group}, stats));
         })
         .autograd(with_ops(r, group_norm_backward),
                   [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
@@ -480,7 +480,7 @@ void register_normalization(Library& lib) {
         .fake([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, const Tensor& running_mean,
                      const Tensor& running_var, double, double) {
           const TensorOptions stats(plan_batch_norm(name, input, weight, bias, running_mean, running_var), input.device());
-          Tensor out = symbolic(input) ? symbolic_like(input, input.dtype()) : empty(input.sizes(), input.options());
+          Tensor out = symbolic(input) ? symbolic_like(input, input.dtype()) : empty_like(input);
           return std::make_tuple(out, empty({0}, stats), empty({0}, stats));
         })
         .autograd(with_ops(r, batch_norm_backward),

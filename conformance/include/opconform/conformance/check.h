@@ -37,9 +37,6 @@ class Check {
 // the known ones.
 const Check& check_named(std::string_view name);
 std::vector<std::string> check_names();
-// Checks that run only when named (check_named finds them; check_names leaves them out):
-// test_aot_dispatch_dynamic (check_registry.cpp says why).
-std::vector<std::string> opt_in_check_names();
 // Adds a check (test_aot_dispatch_dynamic plugs in this way); the object lives for the process.
 void register_check(std::unique_ptr<Check> check);
 

@@ -22,8 +22,8 @@
 
 namespace opconform::conformance {
 
-// opcheck's default tests (PyTorch's four, less test_aot_dispatch_dynamic until graph capture
-// lands: it plugs in through register_check and joins this list then).
+// opcheck's default tests, PyTorch's four: test_schema, test_autograd_registration,
+// test_faketensor, test_aot_dispatch_dynamic.
 std::vector<std::string> default_test_utils();
 
 struct OpcheckOptions {

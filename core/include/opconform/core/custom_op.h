@@ -4,7 +4,7 @@
 //   auto numpy_sin = custom_op("mylib::numpy_sin", [](const Tensor& x) { ... },
 //                              {.mutates_args = {}}, {"x"});
 //   Tensor y = numpy_sin(x);                        // a dispatched call
-//   numpy_sin.register_fake([](const Tensor& x) { return empty_like_fake(x); });
+//   numpy_sin.register_fake([](const Tensor& x) { return empty_like(x); });
 //   numpy_sin.register_autograd(backward, setup_context);
 //
 // The schema is inferred from the C++ signature and the argument names (infer_schema.h), or
@@ -139,7 +139,7 @@ template <typename Ret, typename... Args>
 class TypedCustomOpDef<Ret(Args...)> : public CustomOpDef {
  public:
   explicit TypedCustomOpDef(CustomOpDef def)
-      : CustomOpDef(std::move(def)), typed_(handle().typed<Ret(Args...)>()) {}
+      : CustomOpDef(std::move(def)), typed_(handle().template typed<Ret(Args...)>()) {}
   Ret operator()(detail::canonical_arg_t<Args>... args) const { return typed_.call(args...); }
 
  private:

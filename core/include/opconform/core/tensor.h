@@ -221,7 +221,11 @@ class Tensor {
 
  private:
   const detail::TensorImpl& impl() const;
-  Tensor make_view(std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset) const;
+  // A view of this tensor's storage. Note [Views of symbolic fakes] (tensor.cpp) says when it keeps
+  // symbolic sizes: `sym_sizes`/`sym_strides` are the view's own, computed by the caller.
+  Tensor make_view(std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset,
+                   std::optional<std::vector<SymInt>> sym_sizes = {},
+                   std::optional<std::vector<SymInt>> sym_strides = {}) const;
   explicit Tensor(detail::TensorImpl* impl) : impl_(impl) {}
   detail::TensorImpl* impl_ = nullptr;
 };
@@ -236,6 +240,16 @@ inline Tensor empty(std::initializer_list<int64_t> s, TensorOptions o = {}) {
   return empty(IntArrayRef(s.begin(), s.size()), o);
 }
 Tensor empty_strided(IntArrayRef sizes, IntArrayRef strides, TensorOptions options = {});
+// Factories for fake kernels, which must keep sizes symbolic: reading x.sizes() of a fake with
+// symbolic sizes gives the example's values (Note [Concrete sizes of symbolic fakes] in
+// fake_tensor.h), which a captured graph would then bake in. With a symbolic size among `sizes`
+// (from x.sym_sizes()) the result is a fake tensor with those symbolic sizes; all-concrete sizes
+// behave as empty(IntArrayRef).
+Tensor empty(const std::vector<SymInt>& sizes, TensorOptions options = {});
+// A new contiguous tensor of x's sizes (symbolic when x's are), with x's dtype and device unless
+// `options` are given (PyTorch's empty_like with memory_format=torch.contiguous_format).
+Tensor empty_like(const Tensor& x);
+Tensor empty_like(const Tensor& x, TensorOptions options);
 Tensor zeros(IntArrayRef sizes, TensorOptions options = {});
 inline Tensor zeros(std::initializer_list<int64_t> s, TensorOptions o = {}) {
   return zeros(IntArrayRef(s.begin(), s.size()), o);
