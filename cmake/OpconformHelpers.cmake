@@ -1,3 +1,5 @@
+include(GNUInstallDirs)
+
 # opconform_library(NAME <module> SOURCES ... [DEPS ...] [PRIVATE_DEPS ...])
 #   One module = one static library `opconform_<module>` with alias `opconform::<module>`,
 #   public headers in <module>/include.
@@ -8,11 +10,14 @@ function(opconform_library)
   add_library(opconform::${ARG_NAME} ALIAS ${target})
   target_include_directories(${target} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
-    $<INSTALL_INTERFACE:include>)
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers>)
-  set_target_properties(${target} PROPERTIES OUTPUT_NAME opconform_${ARG_NAME})
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME opconform_${ARG_NAME} EXPORT_NAME ${ARG_NAME})
+  # The installed package (OpconformPackage.cmake) offers it as opconform::<module> too.
+  install(TARGETS ${target} EXPORT opconformTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endfunction()
 
 # opconform_test(NAME <test> SOURCES ... [DEPS ...] [LABELS <module>])

@@ -1,6 +1,7 @@
 #include "opconform/harness/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <fnmatch.h>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -120,12 +121,15 @@ int exit_status(const RunOutcome& run, const RunRequest& request) {
   return 0;
 }
 
-int list_command(const std::string& library, bool checks_only, const std::string& markdown) {
+// `names` prints bare names, one a line, for scripts (opconform_add_conformance_tests reads them):
+// the operators matching `ops`.
+int list_command(const std::string& library, bool checks_only, const std::string& markdown, bool names,
+                 const std::string& ops) {
   if (checks_only) {
     for (const auto& c : all_checks(true)) std::cout << c << "\n";
-    for (const auto& c : conformance::opt_in_check_names()) std::cout << c << "  (opt-in: name it in --checks)\n";
     return 0;
   }
+  const auto selected = [&](const std::string& op) { return fnmatch(ops.c_str(), op.c_str(), 0) == 0; };
   Registry reference;
   auto registration = reference::register_reference_ops(reference);
   if (!markdown.empty()) {
@@ -136,14 +140,27 @@ int list_command(const std::string& library, bool checks_only, const std::string
     return 0;
   }
   if (library.empty()) {
-    std::cout << reference::format_reference_table(reference::reference_op_infos());
+    std::vector<reference::OpInfo> infos;
+    for (auto& info : reference::reference_op_infos())
+      if (selected(info.name)) infos.push_back(std::move(info));
+    if (names) {
+      for (const auto& info : infos) std::cout << info.name << "\n";
+    } else {
+      std::cout << reference::format_reference_table(infos);
+    }
     return 0;
   }
   Registry registry;
   auto lib = adapters::load_plugin(library, registry, {.schemas = &reference});
+  if (names) {
+    for (const auto& op : lib->ops())
+      if (selected(op)) std::cout << op << "\n";
+    return 0;
+  }
   std::cout << lib->name() << " " << lib->version() << " (" << lib->origin() << "): " << lib->ops().size()
             << " operators\n";
   for (const auto& op : lib->ops()) {
+    if (!selected(op)) continue;
     std::string kernels;
     for (auto [kind, name] : {std::pair{OPC_KERNEL_CPU, "cpu"}, {OPC_KERNEL_CUDA, "cuda"}, {OPC_KERNEL_FAKE, "fake"},
                               {OPC_KERNEL_BACKWARD, "autograd"}})
@@ -276,6 +293,10 @@ int opconform_main(const std::vector<std::string>& args) {
   list->add_flag("--checks", list_checks, "List the checks instead");
   std::string list_markdown;
   list->add_option("--markdown", list_markdown, "Write the Core ATen coverage page of the reference (docs/reference.md)");
+  bool list_names = false;
+  list->add_flag("--names", list_names, "Operator names only, one a line (for scripts)");
+  std::string list_ops = "*";
+  list->add_option("--ops", list_ops, "Only the operators matching this glob, e.g. 'aten::add*'")->capture_default_str();
 
   std::string doctor_library;
   auto* doctor = app.add_subcommand("doctor", "Find dangling implementations and ops without fake kernels or autograd formulas");
@@ -334,7 +355,7 @@ int opconform_main(const std::vector<std::string>& args) {
   }
   try {
     if (*run || *check) return exit_status(run_conformance(request), request);
-    if (*list) return list_command(list_library, list_checks, list_markdown);
+    if (*list) return list_command(list_library, list_checks, list_markdown, list_names, list_ops);
     if (*doctor) return doctor_command(doctor_library);
     if (*repro) {
       std::vector<std::string> line = split_command_line(repro_line);

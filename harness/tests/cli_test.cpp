@@ -219,6 +219,19 @@ TEST_F(Cli, ListAndDoctorDescribeALibrary) {
   EXPECT_NE(out.find("0 broken, 3 notes"), std::string::npos) << out;
 }
 
+// The machine-readable form opconform_add_conformance_tests (cmake/) reads at build time.
+TEST_F(Cli, ListNamesGivesOneOperatorALine) {
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(opconform_main({"list", "--library", OPCONFORM_MISBEHAVING_PLUGIN, "--names"}), 0);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "fixture::crash\nfixture::hang\nfixture::twice\n");
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(opconform_main({"list", "--library", OPCONFORM_MISBEHAVING_PLUGIN, "--names", "--ops", "fixture::[ct]*"}), 0);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "fixture::crash\nfixture::twice\n");
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(opconform_main({"list", "--names", "--ops", "aten::neg"}), 0);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "aten::neg\n");
+}
+
 TEST(Workers, HealthyWorkersAreReused) {
   std::vector<PlannedCase> cases(12, PlannedCase{"op", "cpu", "float64", {"a", "b"}});
   std::set<pid_t> pids;
