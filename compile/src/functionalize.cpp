@@ -1,5 +1,7 @@
 #include "opconform/compile/functionalize.h"
 
+#include "opconform/core/fake_tensor.h"  // contiguous_sym_strides
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -25,7 +27,17 @@ std::optional<size_t> viewed_argument(const FunctionSchema& s) {
 // mode). `latest[root]` is the value holding the root's current content. A view's content
 // follows its base: when the base (root) is written, views made from it are stale and are made
 // again from the new base the next time they are read (the view node replayed). Writing into a
-// view would have to write into its base too (a scatter back); that is not supported yet.
+// view writes its base too: the base's new content is the old one with the view's new content
+// scattered back (Note [Writing through views]).
+//
+// Note [Writing through views]: for a view made by
+//   slice.Tensor -> slice_scatter(base, new, dim, start, end, step)
+//   select.int   -> select_scatter(base, new, dim, index)
+//   permute      -> permute(new, inverse dims)             (the view covers the whole base)
+//   view, alias, squeeze.dim(s), unsqueeze -> view(new, base sizes)      (same elements)
+// and a view of a view writes its base the same way, up to the root; every view of the root is
+// stale from then on. Other views (as_strided, diagonal, expand) are not supported: writing
+// through them throws kNotImplemented naming the view op.
 class Functionalizer {
  public:
   Functionalizer(const Graph& g, const Registry& r) : in_(g), registry_(r), out_(g) {
@@ -117,18 +129,17 @@ class Functionalizer {
           if (item) written.push_back(item->id);
       }
     }
+    std::vector<std::pair<ValueId, ValueId>> new_contents;  // written value, its new content
     for (ValueId w : written) {
-      if (views_.count(w)) {
+      if (auto it = views_.find(w); it != views_.end() && !scatter_supported(it->second.node->op)) {
         throw Error(ErrorCode::kNotImplemented,
-                    "functionalize: '" + original.op + "' writes " + value_name(in_, w) +
-                        ", a view of another tensor: writing through a view is not supported yet (Note "
-                        "[Functionalization state] in compile/src/functionalize.cpp)");
+                    "functionalize: '" + original.op + "' writes " + value_name(in_, w) + ", a view made by '" +
+                        it->second.node->op + "': writing through such a view is not supported (Note [Writing "
+                        "through views] in compile/src/functionalize.cpp)");
       }
       const ValueId fresh = out_.add_value(in_.value(w).tensor);
       node.outputs.push_back(fresh);
-      const ValueId r = root(w);
-      latest_[r] = fresh;
-      mark_views_stale(r);
+      new_contents.emplace_back(w, fresh);
     }
     // What the op returns that aliases a written argument (self of an in-place op, out of an
     // out= op) is that argument: same root.
@@ -144,6 +155,72 @@ class Functionalizer {
       }
     }
     out_.nodes.push_back(std::move(node));
+    for (const auto& [w, fresh] : new_contents) write(w, fresh);
+  }
+
+  static bool scatter_supported(const std::string& view_op) {
+    return view_op == "aten::slice.Tensor" || view_op == "aten::select.int" || view_op == "aten::permute" ||
+           reshapes(view_op);
+  }
+  // Views with the same elements as their base, in the same order.
+  static bool reshapes(const std::string& view_op) {
+    return view_op == "aten::view" || view_op == "aten::alias" || view_op == "aten::squeeze.dim" ||
+           view_op == "aten::squeeze.dims" || view_op == "aten::unsqueeze";
+  }
+
+  static IValue sym_list(const std::vector<SymInt>& values) {
+    std::vector<IValue> items;
+    for (const SymInt& s : values) items.emplace_back(s);
+    return IValue::list(std::move(items));
+  }
+
+  // `target` now holds `content`: a root's latest content changes; a view's base gets the view's
+  // content scattered back (Note [Writing through views]), up to the root.
+  void write(ValueId target, ValueId content) {
+    auto it = views_.find(target);
+    if (it == views_.end()) {
+      const ValueId r = root(target);
+      latest_[r] = content;
+      mark_views_stale(r);
+      return;
+    }
+    const Node& made = *it->second.node;
+    const ValueId base = it->second.base;
+    const ValueId base_now = resolve(base);
+    const TensorMeta& base_meta = *out_.value(base_now).tensor;
+    Node scatter;
+    scatter.return_sizes = {1};
+    auto arg = [&](size_t i) -> Arg {
+      Arg a = made.args.at(i);
+      resolve_arg(a);
+      return a;
+    };
+    if (made.op == "aten::slice.Tensor") {
+      scatter.op = "aten::slice_scatter";
+      scatter.args = {Ref{base_now}, Ref{content}, arg(1), arg(2), arg(3), arg(4)};
+    } else if (made.op == "aten::select.int") {
+      scatter.op = "aten::select_scatter";
+      scatter.args = {Ref{base_now}, Ref{content}, arg(1), arg(2)};
+    } else if (made.op == "aten::permute") {
+      const auto dims = std::get<IValue>(made.args.at(1)).to<std::vector<int64_t>>();
+      std::vector<int64_t> inverse(dims.size());
+      const auto n = static_cast<int64_t>(dims.size());
+      for (int64_t i = 0; i < n; ++i) inverse[static_cast<size_t>((dims[static_cast<size_t>(i)] % n + n) % n)] = i;
+      scatter.op = "aten::permute";
+      scatter.args = {Ref{content}, IValue(inverse)};
+    } else {  // reshapes(made.op)
+      scatter.op = "aten::view";
+      scatter.args = {Ref{content}, sym_list(base_meta.sizes)};
+    }
+    TensorMeta meta = base_meta;
+    if (scatter.op == "aten::permute" || scatter.op == "aten::view") {
+      meta.strides = contiguous_sym_strides(meta.sizes);
+      meta.storage_offset = 0;
+    }
+    const ValueId new_base = out_.add_value(meta);
+    scatter.outputs = {new_base};
+    out_.nodes.push_back(std::move(scatter));
+    write(base, new_base);
   }
 
   const Graph& in_;
