@@ -209,6 +209,32 @@ TEST(Loader, MalformedResultsAreErrorsNotCrashes) {
   }
 }
 
+// Found by fuzz/plugin_value: a Tensor[] return of negative size was read as an empty list.
+TEST(Loader, AListOfNegativeSizeIsAnError) {
+  auto negative_list = [](const OpcCallContext*, const OpcValue*, int64_t, OpcValue* returns, int64_t,
+                          void*) -> OpcStatus {
+    returns[0].tag = OPC_TAG_LIST;
+    returns[0].u.list.items = nullptr;
+    returns[0].u.list.size = -1;
+    return OPC_OK;
+  };
+  static OpcKernelFn fn = negative_list;
+  auto reg = [](const OpcRegistrar* r) -> OpcStatus {
+    OpcStatus s = r->define(r->host, "t::parts(Tensor x) -> Tensor[]");
+    return s == OPC_OK ? r->impl(r->host, "t::parts", OPC_KERNEL_CPU, fn, nullptr) : s;
+  };
+  static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), "negative-list", "1", reg, 0};
+  Registry registry;
+  auto lib = load_plugin(&plugin, registry);
+  try {
+    call(registry, "t::parts", {from_vector<double>({1}, {1})});
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kSchemaMismatch);
+    EXPECT_NE(std::string(e.what()).find("a list of size -1"), std::string::npos) << e.what();
+  }
+}
+
 // A view a plugin returns as its own managed tensor (as the ATen adapter does) points into the
 // argument's memory: it must come back as a view of the argument, alive as long as it is used.
 TEST(Loader, AReturnedViewSharesTheArgumentsStorage) {

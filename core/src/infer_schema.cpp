@@ -53,16 +53,23 @@ FunctionSchema build_inferred_schema(const InferredSignature& sig, const std::ve
   FunctionSchema schema;
   // Name: "", "name", "name.overload", "ns::name[.overload]".
   std::string rest = op_name;
-  if (auto sep = rest.find("::"); sep != std::string::npos) {
+  const bool has_ns = rest.find("::") != std::string::npos;
+  if (has_ns) {
+    const auto sep = rest.find("::");
     schema.ns = rest.substr(0, sep);
     rest = rest.substr(sep + 2);
   }
-  if (auto dot = rest.find('.'); dot != std::string::npos) {
+  const bool has_overload = rest.find('.') != std::string::npos;
+  if (has_overload) {
+    const auto dot = rest.find('.');
     schema.overload_name = rest.substr(dot + 1);
     rest = rest.substr(0, dot);
   }
   schema.name = rest;
-  if (!op_name.empty() && (!valid_identifier(schema.name) || (!schema.ns.empty() && !valid_identifier(schema.ns))))
+  // Every part written must be an identifier, or the schema prints as text that does not parse
+  // ("f.a b", found by fuzz/infer_schema; "::f" named no namespace).
+  if (!op_name.empty() && (!valid_identifier(schema.name) || (has_ns && !valid_identifier(schema.ns)) ||
+                           (has_overload && !valid_identifier(schema.overload_name))))
     fail(op_name, "invalid operator name '" + op_name + "'");
 
   // Names, with "*" starting the keyword-only arguments.

@@ -98,6 +98,11 @@ TEST(InferSchema, ErrorsNameTheProblem) {
               HasSubstr("argument name 'x' repeats"));
   EXPECT_THAT(error_of([] { infer_schema<Tensor(const Tensor&)>({"x", "*"}, {}, "f"); }),
               HasSubstr("'*' must be followed"));
+  // Found by fuzz/infer_schema: the overload and the namespace were not checked, and the schema
+  // printed as text that does not parse.
+  EXPECT_THAT(error_of([] { infer_schema<Tensor(const Tensor&)>({"x"}, {}, "mylib::f.a b"); }),
+              HasSubstr("invalid operator name 'mylib::f.a b'"));
+  EXPECT_THAT(error_of([] { infer_schema<Tensor(const Tensor&)>({"x"}, {}, "::f"); }), HasSubstr("invalid operator name"));
 }
 
 TEST(InferSchema, InferredSchemasParseBack) {

@@ -605,6 +605,29 @@ TEST(TensorCopy, AnEmptyCopyReadsNothing) {
   EXPECT_EQ(error_of([&] { zeros({0}).copy_(fake_row.expand({2, 3})); }).code(), ErrorCode::kInvalidArgument);
 }
 
+// Found by fuzz/dlpack: a size-1 dimension may carry any stride (its one element is at offset 0),
+// and the strided loop stepped one stride past it, overflowing int64 for INT64_MAX.
+TEST(TensorCopy, ASizeOneDimensionWithTheLargestStrideIsWalked) {
+  const Tensor base = from_vector<float>({0, 1, 2, 3, 4, 5}, {6});
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  // The second row starts at offset 1: one step of `huge` from there overflowed.
+  const Tensor inner = base.as_strided(V{2, 1}, V{1, huge});
+  EXPECT_EQ(inner.clone().to_vector<float>(), (std::vector<float>{0, 1}));
+  const Tensor middle = base.as_strided(V{2, 1, 3}, V{1, huge, 2});
+  EXPECT_EQ(middle.clone().to_vector<float>(), (std::vector<float>{0, 2, 4, 1, 3, 5}));
+}
+
+// Found by fuzz/plugin_value (a plugin's new_tensor): sizes and strides whose element or byte
+// count passes int64 wrapped into a smaller allocation; now they are refused.
+TEST(TensorFactory, SizesBeyondInt64AreRefused) {
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(error_of([&] { empty({int64_t{6474445469007819225}}, DType::Float32); }).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_of([&] { empty({huge / 2, 4}, DType::Bool); }).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_of([&] { empty_strided(V{2}, V{huge}); }).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_of([&] { empty_strided(V{3, 2}, V{huge / 2, 1}); }).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(empty_strided(V{0, 2}, V{huge, 1}).numel(), 0) << "no element: nothing to allocate";
+}
+
 TEST(TensorCopy, FillAndTo) {
   Tensor x = zeros({2, 3}, DType::Int8);
   x.fill_(300);  // integral to integral wraps

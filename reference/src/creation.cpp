@@ -68,7 +68,9 @@ std::pair<double, double> value_range(DType d) {
 // integer type; a complex value with an imaginary part does not fit a real type).
 bool overflows(const Scalar& value, DType d) {
   const bool floating = is_floating(d) || is_complex(d);
-  const auto [lo, hi] = value_range(d);
+  // Not a structured binding: clang 14 (the fuzz preset) cannot capture one in a lambda.
+  const std::pair<double, double> range = value_range(d);
+  const double lo = range.first, hi = range.second;
   auto real_overflows = [&](double v) {
     if (floating && std::isinf(v)) return false;
     if (!floating && std::isnan(v)) return true;

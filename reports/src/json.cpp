@@ -155,7 +155,8 @@ Report report_from_json(std::string_view text) {
   Json doc;
   try {
     doc = Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
+    // Not only parse_error: a number too large for any type ("1e400") is an out_of_range.
     // e.what() starts with "[json.exception.parse_error.101] "; the rest says where and what.
     std::string what = e.what();
     if (auto close = what.find("] "); close != std::string::npos) what = what.substr(close + 2);

@@ -73,6 +73,9 @@ TEST(ReportsJsonErrors, TruncatedOrEmptyTextSaysWhere) {
   EXPECT_THAT(read_error(""), HasSubstr("not valid JSON"));
   EXPECT_THAT(read_error("{\"schema_version\": 1,"), HasSubstr("not valid JSON"));
   EXPECT_THAT(read_error("{\"op\": \"\xFF\"}"), HasSubstr("not valid JSON"));
+  // Found by fuzz/report_json: nlohmann reports a number out of every type's range as
+  // out_of_range, not parse_error, and it escaped as a non-opconform exception.
+  EXPECT_THAT(read_error("{\"seconds\": 1e400}"), AllOf(HasSubstr("not valid JSON"), HasSubstr("number overflow")));
 }
 
 TEST(ReportsJsonErrors, WrongTypesNameTheField) {

@@ -5,8 +5,10 @@
 // view nodes replayed). Inputs whose content changed get a write-back at the end
 // (Graph::write_backs: the interpreter copies them in after the last node).
 //
-// Writing through a view of an input into the input is not supported yet: functionalize throws
-// naming the op and the view (see Note in functionalize.cpp).
+// Writing through a view writes its base: the base's new content is the old one with the view's
+// scattered back (slice_scatter, select_scatter, the inverse permute, a view back to the base's
+// sizes), up to the root. Views of other kinds (as_strided, diagonal, expand) make functionalize
+// throw kNotImplemented naming the op and the view (Note [Writing through views]).
 #pragma once
 #include "opconform/compile/graph.h"
 #include "opconform/core/registry.h"

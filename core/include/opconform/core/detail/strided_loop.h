@@ -28,21 +28,25 @@ void strided_loop(std::span<const int64_t> sizes, const std::array<std::span<con
   int64_t* counter = ndim > 16 ? heap_counter.data() : inline_counter.data();
   const size_t inner = ndim - 1;
   const int64_t inner_size = sizes[inner];
+  // Offsets never step past a dimension's last element: a size-1 dimension may have any stride
+  // (INT64_MAX too), and one step past it would overflow (found by fuzz/dlpack).
   while (true) {
-    for (int64_t i = 0; i < inner_size; ++i) {
+    for (int64_t i = 1; i < inner_size; ++i) {
       f(offsets);
       for (size_t k = 0; k < N; ++k) offsets[k] += strides[k][inner];
     }
-    for (size_t k = 0; k < N; ++k) offsets[k] -= strides[k][inner] * inner_size;
+    f(offsets);
+    for (size_t k = 0; k < N; ++k) offsets[k] -= strides[k][inner] * (inner_size - 1);
     // Carry into the outer dimensions.
     size_t d = inner;
     while (true) {
       if (d == 0) return;
       --d;
-      ++counter[d];
-      for (size_t k = 0; k < N; ++k) offsets[k] += strides[k][d];
-      if (counter[d] < sizes[d]) break;
-      for (size_t k = 0; k < N; ++k) offsets[k] -= strides[k][d] * sizes[d];
+      if (++counter[d] < sizes[d]) {
+        for (size_t k = 0; k < N; ++k) offsets[k] += strides[k][d];
+        break;
+      }
+      for (size_t k = 0; k < N; ++k) offsets[k] -= strides[k][d] * (sizes[d] - 1);
       counter[d] = 0;
     }
   }
