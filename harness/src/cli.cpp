@@ -135,7 +135,7 @@ int list_command(const std::string& library, bool checks_only, const std::string
   if (!markdown.empty()) {
     const auto infos = reference::reference_op_infos();
     reports::write_atomically(markdown, reference::format_coverage_markdown(
-                                            reference::read_core_aten_opset(reference::default_core_aten_opset_path()), infos));
+                                            reference::core_aten_opset(), infos));
     std::cout << "wrote " << markdown << " (" << infos.size() << " reference operators)\n";
     return 0;
   }

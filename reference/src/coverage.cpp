@@ -7,15 +7,13 @@
 
 #include "opconform/core/error.h"
 
-#ifndef OPCONFORM_CORE_ATEN_OPSET
-#define OPCONFORM_CORE_ATEN_OPSET "reference/data/core_aten_opset.tsv"
-#endif
-
 namespace opconform::reference {
+namespace detail {
+extern const std::string_view kCoreAtenOpsetText;  // core_aten_opset_data.cpp (generated)
+}
 
-std::vector<CoreAtenOp> read_core_aten_opset(const std::string& path) {
-  std::ifstream in(path);
-  OPCONFORM_CHECK(in.good(), ErrorCode::kInvalidArgument, "cannot read the Core ATen opset table '", path, "'");
+std::vector<CoreAtenOp> parse_core_aten_opset(std::string_view text, const std::string& origin) {
+  std::istringstream in{std::string(text)};
   std::vector<CoreAtenOp> ops;
   std::string line;
   int number = 0;
@@ -23,14 +21,26 @@ std::vector<CoreAtenOp> read_core_aten_opset(const std::string& path) {
     ++number;
     if (line.empty() || line[0] == '#') continue;
     const auto tab = line.find('\t');
-    OPCONFORM_CHECK(tab != std::string::npos, ErrorCode::kInvalidArgument, path, ":", number,
+    OPCONFORM_CHECK(tab != std::string::npos, ErrorCode::kInvalidArgument, origin, ":", number,
                     ": expected '<name><TAB><schema>'");
     ops.push_back({line.substr(0, tab), line.substr(tab + 1)});
   }
   return ops;
 }
 
-std::string default_core_aten_opset_path() { return OPCONFORM_CORE_ATEN_OPSET; }
+std::vector<CoreAtenOp> read_core_aten_opset(const std::string& path) {
+  std::ifstream in(path);
+  OPCONFORM_CHECK(in.good(), ErrorCode::kInvalidArgument, "cannot read the Core ATen opset table '", path, "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_core_aten_opset(text.str(), path);
+}
+
+const std::vector<CoreAtenOp>& core_aten_opset() {
+  static const std::vector<CoreAtenOp> table =
+      parse_core_aten_opset(detail::kCoreAtenOpsetText, "reference/data/core_aten_opset.tsv (compiled in)");
+  return table;
+}
 
 namespace {
 

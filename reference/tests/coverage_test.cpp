@@ -19,7 +19,17 @@ std::vector<OpInfo> infos() {
   return reference_op_infos();
 }
 
-std::vector<CoreAtenOp> opset() { return read_core_aten_opset(default_core_aten_opset_path()); }
+const std::vector<CoreAtenOp>& opset() { return core_aten_opset(); }
+
+TEST(Coverage, TheCompiledInTableIsTheSourceFile) {
+  const auto file = read_core_aten_opset(std::string(OPCONFORM_SOURCE_DIR) + "/reference/data/core_aten_opset.tsv");
+  ASSERT_EQ(file.size(), opset().size());
+  ASSERT_GT(file.size(), 150u);
+  for (size_t i = 0; i < file.size(); ++i) {
+    EXPECT_EQ(file[i].name, opset()[i].name);
+    EXPECT_EQ(file[i].schema, opset()[i].schema);
+  }
+}
 
 TEST(Coverage, SchemasAreExactlyPyTorchs) {
   EXPECT_THAT(schema_mismatches(opset(), infos()), ::testing::IsEmpty());

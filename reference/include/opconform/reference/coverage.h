@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "opconform/reference/op_info.h"
@@ -15,12 +16,13 @@ struct CoreAtenOp {
   std::string schema;  // as PyTorch prints it
 };
 
-// Reads the opset table (tab-separated name and schema; '#' lines are comments). Throws
-// opconform::Error naming the file when it cannot be read or a line is malformed.
+// Parses an opset table (tab-separated name and schema; '#' lines are comments). Throws
+// opconform::Error naming `origin` and the line when a line is malformed.
+std::vector<CoreAtenOp> parse_core_aten_opset(std::string_view text, const std::string& origin);
+// Reads and parses a table file; an unreadable file is an Error naming it.
 std::vector<CoreAtenOp> read_core_aten_opset(const std::string& path);
-
-// The path of the table in the source tree (compiled in).
-std::string default_core_aten_opset_path();
+// The table this opconform was built with (reference/data/core_aten_opset.tsv, compiled in).
+const std::vector<CoreAtenOp>& core_aten_opset();
 
 // The Markdown coverage page: a summary, then one row per Core ATen op (implemented or not yet;
 // CPU, fake, autograd, vmap, CUDA), then the reference's extra overloads (in-place, out=, ...).
