@@ -312,6 +312,22 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
                                        const std::vector<bool>& writable, const std::vector<Argument>& returns,
                                        bool fake) {
   const std::string where = "operator '" + op_name + "', plugin '" + library + "' (" + std::string(kind) + " kernel)";
+  // A real kernel reached with fake tensors (the registry has no fake kernel for the op, nor a
+  // fallback at DispatchKey::Fake, so dispatch fell through to the backend) would get NULL data
+  // pointers and crash: C++ kernels get an error on data access, a plugin gets this one.
+  if (!fake) {
+    for (const auto& v : args) {
+      bool any_fake = false;
+      if (const Tensor* t = v.get_if<Tensor>(); t != nullptr && t->defined()) any_fake = t->is_fake();
+      if (const auto* list = v.get_if<std::vector<Tensor>>())
+        for (const Tensor& t : *list) any_fake = any_fake || (t.defined() && t.is_fake());
+      if (const auto* list = v.get_if<std::vector<std::optional<Tensor>>>())
+        for (const auto& t : *list) any_fake = any_fake || (t && t->defined() && t->is_fake());
+      OPCONFORM_CHECK(!any_fake, ErrorCode::kNotImplemented, where,
+                      " was called with fake (data-less) tensors: the operator has no fake kernel; the plugin "
+                      "registers one as OPC_KERNEL_FAKE");
+    }
+  }
   CallArena arena;
   arena.fake = fake;
   // The device of the call: the first tensor argument's (in a list too), else a Device argument's.

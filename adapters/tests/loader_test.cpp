@@ -144,6 +144,60 @@ TEST(Loader, FakeKernelGivesFakeTensors) {
   EXPECT_EQ(y.dtype(), DType::Float64);
 }
 
+// ABI v1 fake kernels see concrete sizes: a symbolic fake argument is specialized to its hints,
+// with a guard per symbol (so a captured graph is never replayed at sizes its outputs were not
+// computed for).
+TEST(Loader, AFakeCallSpecializesSymbolicSizesWithGuards) {
+  Registry registry;
+  auto lib = load_plugin(scale_plugin(), registry, {.schemas = &reference_registry()});
+  FakeTensorMode mode;
+  Tensor x = mode.from_tensor(from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}), /*dynamic=*/true, "x");
+  ASSERT_TRUE(x.has_symbolic_sizes());
+  FakeTensorModeGuard guard(mode);
+  auto out = call(registry, "testlib::scale", {x, 3.0});
+  EXPECT_FALSE(out[0].to_tensor().has_symbolic_sizes());
+  const auto guards = mode.shape_env().guards();
+  ASSERT_EQ(guards.size(), 2u) << ::testing::PrintToString(guards);
+  EXPECT_NE(guards[0].find("== 2"), std::string::npos) << guards[0];
+  EXPECT_NE(guards[1].find("== 3"), std::string::npos) << guards[1];
+}
+
+// A real kernel reached with fake tensors (no fake kernel, no fallback at Fake) is an error,
+// not a kernel reading NULL data.
+TEST(Loader, ARealKernelCalledWithFakeTensorsIsAnError) {
+  Registry registry;
+  auto lib = load_plugin(scale_plugin(), registry, {.schemas = &reference_registry()});
+  FakeTensorMode mode;
+  Tensor x = mode.from_tensor(from_vector<double>({1, 2}, {2}));
+  FakeTensorModeGuard guard(mode);
+  try {
+    call(registry, "aten::neg", {x});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotImplemented);
+    EXPECT_NE(std::string(e.what()).find("no fake kernel"), std::string::npos) << e.what();
+  }
+}
+
+// A plugin's backward is compiled code: on fake tensors (graph capture of the backward) it is
+// kNotImplemented, which the compile checks read as "cannot be captured", not as a bug.
+TEST(Loader, ABackwardKernelCannotRunOnFakeTensors) {
+  Registry registry;
+  auto lib = load_plugin(scale_plugin(), registry, {.schemas = &reference_registry()});
+  FakeTensorMode mode;
+  Tensor x = mode.from_tensor(from_vector<double>({1, 2}, {2}));
+  x.set_requires_grad(true);
+  FakeTensorModeGuard guard(mode);
+  Tensor y = call(registry, "testlib::scale", {x, 3.0})[0].to_tensor();
+  try {
+    autograd::grad({y}, {x}, {empty_like(y)});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotImplemented);
+    EXPECT_NE(std::string(e.what()).find("cannot be captured"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Loader, BackwardFormulaGivesTheGradient) {
   Registry registry;
   auto lib = load_plugin(scale_plugin(), registry, {.schemas = &reference_registry()});
