@@ -32,6 +32,19 @@ void specialize_to_hints(const Tensor& t) {
   for (const SymInt& s : t.sym_strides()) specialize(s);
 }
 
+// The same for symbolic SymInt arguments (x.sym_size(0) passed to an op): the plugin gets the hint.
+void specialize_to_hints(const IValue& v) {
+  if (const SymInt* s = v.get_if<SymInt>(); s != nullptr && s->is_symbolic()) {
+    const auto hint = s->hint();
+    OPCONFORM_CHECK(hint.has_value(), ErrorCode::kNotImplemented, "a plugin's fake kernel takes concrete sizes (ABI v",
+                    OPC_PLUGIN_ABI_VERSION, "), and the data-dependent size ", s->to_string(), " has no value to give it");
+    const bool holds = *s == SymInt(*hint);  // records the guard
+    (void)holds;
+  }
+  if (const auto* list = v.get_if<GenericList>())
+    for (const IValue& item : *list->elements) specialize_to_hints(item);
+}
+
 // A data-less managed tensor for fake calls: the descriptor's arrays live beside it.
 struct FakeManaged {
   OpcDLManagedTensorVersioned managed{};
@@ -318,16 +331,20 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
   if (!fake) {
     for (const auto& v : args) {
       bool any_fake = false;
-      if (const Tensor* t = v.get_if<Tensor>(); t != nullptr && t->defined()) any_fake = t->is_fake();
+      // Data-less: fake, or meta (export_tensor hands both over with NULL data).
+      auto data_less = [](const Tensor& t) { return t.defined() && (t.is_fake() || t.is_meta_data()); };
+      if (const Tensor* t = v.get_if<Tensor>()) any_fake = data_less(*t);
       if (const auto* list = v.get_if<std::vector<Tensor>>())
-        for (const Tensor& t : *list) any_fake = any_fake || (t.defined() && t.is_fake());
+        for (const Tensor& t : *list) any_fake = any_fake || data_less(t);
       if (const auto* list = v.get_if<std::vector<std::optional<Tensor>>>())
-        for (const auto& t : *list) any_fake = any_fake || (t && t->defined() && t->is_fake());
+        for (const auto& t : *list) any_fake = any_fake || (t && data_less(*t));
       OPCONFORM_CHECK(!any_fake, ErrorCode::kNotImplemented, where,
                       " was called with fake (data-less) tensors: the operator has no fake kernel; the plugin "
                       "registers one as OPC_KERNEL_FAKE");
     }
   }
+  if (fake)
+    for (const auto& v : args) specialize_to_hints(v);
   CallArena arena;
   arena.fake = fake;
   // The device of the call: the first tensor argument's (in a list too), else a Device argument's.

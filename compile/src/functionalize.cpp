@@ -83,6 +83,8 @@ class Functionalizer {
 
   // The value holding v's current content.
   ValueId resolve(ValueId v) {
+    // What an in-place op returned is its written argument (a view, perhaps a stale one).
+    if (const ValueId r = root(v); r != v) return resolve(r);
     if (auto it = views_.find(v); it != views_.end() && stale_.count(v)) {
       // The view's base was written since: make the view again from the base's current value.
       stale_.erase(v);
@@ -131,7 +133,9 @@ class Functionalizer {
     }
     std::vector<std::pair<ValueId, ValueId>> new_contents;  // written value, its new content
     for (ValueId w : written) {
-      if (auto it = views_.find(w); it != views_.end() && !scatter_supported(it->second.node->op)) {
+      // Every view between the written value and its root must be one the write can go back through.
+      for (auto it = views_.find(root(w)); it != views_.end(); it = views_.find(it->second.base)) {
+        if (scatter_supported(it->second.node->op)) continue;
         throw Error(ErrorCode::kNotImplemented,
                     "functionalize: '" + original.op + "' writes " + value_name(in_, w) + ", a view made by '" +
                         it->second.node->op + "': writing through such a view is not supported (Note [Writing "
@@ -177,6 +181,7 @@ class Functionalizer {
   // `target` now holds `content`: a root's latest content changes; a view's base gets the view's
   // content scattered back (Note [Writing through views]), up to the root.
   void write(ValueId target, ValueId content) {
+    target = root(target);  // what an in-place op on a view returned is that view
     auto it = views_.find(target);
     if (it == views_.end()) {
       const ValueId r = root(target);
@@ -208,14 +213,20 @@ class Functionalizer {
       for (int64_t i = 0; i < n; ++i) inverse[static_cast<size_t>((dims[static_cast<size_t>(i)] % n + n) % n)] = i;
       scatter.op = "aten::permute";
       scatter.args = {Ref{content}, IValue(inverse)};
-    } else {  // reshapes(made.op)
+    } else {
+      // reshapes(made.op): scatter_supported() was checked for the whole chain.
       scatter.op = "aten::view";
       scatter.args = {Ref{content}, sym_list(base_meta.sizes)};
     }
     TensorMeta meta = base_meta;
-    if (scatter.op == "aten::permute" || scatter.op == "aten::view") {
+    if (scatter.op == "aten::permute") {  // the content's strides, permuted back
+      const TensorMeta& c = *out_.value(content).tensor;
+      const auto dims = std::get<IValue>(scatter.args.at(1)).to<std::vector<int64_t>>();
+      for (size_t i = 0; i < dims.size() && i < c.strides.size(); ++i) meta.strides[i] = c.strides[static_cast<size_t>(dims[i])];
+      meta.storage_offset = c.storage_offset;
+    } else if (scatter.op == "aten::view") {
       meta.strides = contiguous_sym_strides(meta.sizes);
-      meta.storage_offset = 0;
+      meta.storage_offset = out_.value(content).tensor->storage_offset;
     }
     const ValueId new_base = out_.add_value(meta);
     scatter.outputs = {new_base};

@@ -173,6 +173,18 @@ std::vector<ViewWrite> view_writes() {
          call("aten::mul_.Tensor", {row, row});
          return Stack{IValue(call1("aten::neg", {v})), IValue(call1("aten::neg", {row}))};
        }},
+      {"two writes through one view", [](const Stack& in) {  // v = x[0:2]; v.add_(v).mul_(v)
+         Tensor v = call1("aten::slice.Tensor", {in[0], 0, 0, 2, 1});
+         Tensor r = call1("aten::add_.Tensor", {v, v, 1});  // r is v
+         call("aten::mul_.Tensor", {r, r});
+         return Stack{IValue(call1("aten::neg", {in[0]}))};
+       }},
+      {"an in-place result read after its base changed", [](const Stack& in) {  // r = x[0:2].add_(..); x.mul_(x); -r
+         Tensor v = call1("aten::slice.Tensor", {in[0], 0, 0, 2, 1});
+         Tensor r = call1("aten::add_.Tensor", {v, v, 1});
+         call("aten::mul_.Tensor", {in[0], in[0]});
+         return Stack{IValue(call1("aten::neg", {r}))};
+       }},
       {"permute", [](const Stack& in) {  // p = x.view(2, 3).permute(1, 0); p.add_(p)
          Tensor v = call1("aten::view", {in[0], std::vector<int64_t>{2, 3}});
          Tensor p = call1("aten::permute", {v, std::vector<int64_t>{1, 0}});
@@ -206,6 +218,13 @@ TEST(Functionalize, WritingThroughAnUnsupportedViewNamesIt) {
     return Stack{IValue(call1("aten::neg", {in[0]}))};
   };
   Graph g = capture(program, {iota({3, 3})}, {.registry = &registry()});
+  // A supported view (select) of an unsupported one (diagonal) is refused as well.
+  auto through = [](const Stack& in) {
+    Tensor d = call1("aten::diagonal", {in[0], 0, 0, 1});
+    call("aten::add_.Tensor", {call1("aten::select.int", {d, 0, 1}), call1("aten::select.int", {d, 0, 0}), 1});
+    return Stack{IValue(call1("aten::neg", {in[0]}))};
+  };
+  EXPECT_THROW(functionalize(capture(through, {iota({3, 3})}, {.registry = &registry()}), registry()), Error);
   try {
     functionalize(g, registry());
     ADD_FAILURE() << "no error";

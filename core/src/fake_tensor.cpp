@@ -177,6 +177,10 @@ Tensor empty(const std::vector<SymInt>& sizes, TensorOptions options) {
     for (const auto& s : sizes) concrete.push_back(*s.maybe_as_int());
     return empty(IntArrayRef(concrete), options);
   }
+  for (const auto& s : sizes) {
+    if (auto v = s.maybe_as_int())
+      OPCONFORM_CHECK(*v >= 0, ErrorCode::kInvalidArgument, "empty: negative dimension ", *v);
+  }
   Device device = options.device;
   if (device.is_cuda() && device.index < 0) device.index = 0;
   return make_fake_tensor(sizes, options.dtype, device);

@@ -493,7 +493,15 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<
   st[d] *= step;
   if (has_symbolic_sizes()) {
     auto ssz = sym_sizes(), sst = sym_strides();
-    ssz[d] = step == 1 && !end_opt ? ssz[d] - start : SymInt(sz[d]);
+    // To the end with step 1 from a start within the size stays symbolic (guarded: size >= start);
+    // a negative or clamped start depends on the size in a way this form does not say: baked.
+    const int64_t raw_start = start_opt.value_or(0);
+    const bool symbolic_end = step == 1 && !end_opt && raw_start >= 0 && raw_start <= n;
+    if (symbolic_end && ssz[d].is_symbolic()) {
+      const bool fits = ssz[d] >= SymInt(raw_start);  // decided from the hint: records the guard
+      (void)fits;
+    }
+    ssz[d] = symbolic_end ? ssz[d] - raw_start : SymInt(sz[d]);
     sst[d] = sst[d] * step;
     return make_view(std::move(sz), std::move(st), offset, std::move(ssz), std::move(sst));
   }
@@ -605,7 +613,7 @@ Tensor Tensor::squeeze() const {
   std::vector<SymInt> ssz, sst;
   const auto base_sizes = sym_sizes(), base_strides = sym_strides();
   for (int64_t d = 0; d < dim(); ++d) {
-    if (size(d) != 1) {  // a symbolic size is never 1
+    if (size(d) != 1 || base_sizes[d].is_symbolic()) {  // an unbacked size may stand in as 1
       sz.push_back(size(d));
       st.push_back(stride(d));
       ssz.push_back(base_sizes[d]);
@@ -620,7 +628,7 @@ Tensor Tensor::squeeze(int64_t d) const {
   auto sz = std::vector<int64_t>(sizes().begin(), sizes().end());
   auto st = std::vector<int64_t>(strides().begin(), strides().end());
   auto ssz = sym_sizes(), sst = sym_strides();
-  if (dim() > 0 && sz[d] == 1) {
+  if (dim() > 0 && sz[d] == 1 && !ssz[d].is_symbolic()) {
     sz.erase(sz.begin() + d);
     st.erase(st.begin() + d);
     ssz.erase(ssz.begin() + d);

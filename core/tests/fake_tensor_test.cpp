@@ -202,6 +202,7 @@ TEST(FakeTensorModeTest, ViewsKeepSymbolicSizesWhereTheyFollowFromTheBase) {
   EXPECT_THAT(strs(x.unsqueeze(0).squeeze().sym_sizes()), ElementsAre(s[0], s[1]));
   EXPECT_THAT(strs(x.slice(1, 2).sym_sizes()), ElementsAre(s[0], s[1] + " - 2"));  // to the end: still symbolic
   EXPECT_THAT(strs(x.slice(1, 0, 3).sym_sizes()), ElementsAre(s[0], "3"));          // a concrete end is baked
+  EXPECT_THAT(strs(x.slice(1, -2).sym_sizes()), ElementsAre(s[0], "2"));            // so is a negative start
   EXPECT_THAT(strs(x.view({-1}).sym_sizes()), ElementsAre(s[0] + "*" + s[1]));
   EXPECT_TRUE(x.reshape({7, -1}).has_symbolic_sizes());
   // Sizes given as integers are the caller's values, even where they equal the base's hints

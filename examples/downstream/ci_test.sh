@@ -34,7 +34,7 @@ mv "$scratch/staging" "$scratch/prefix"
 
 step "no path of the source, build or staging tree in the package's text files"
 # -I skips binary files: the static libraries' debug information names their sources, as any does.
-if grep -rIl -e "$source_root" -e "$build" -e "$scratch/staging" "$scratch/prefix"; then
+if grep -rIlF -e "$source_root" -e "$build" -e "$scratch/staging" "$scratch/prefix"; then
   echo "ci_test.sh: the files above name a path of this machine: the package is not relocatable" >&2
   exit 1
 fi
