@@ -34,7 +34,7 @@ std::optional<size_t> viewed_argument(const FunctionSchema& s) {
 //   slice.Tensor -> slice_scatter(base, new, dim, start, end, step)
 //   select.int   -> select_scatter(base, new, dim, index)
 //   permute      -> permute(new, inverse dims)             (the view covers the whole base)
-//   view, alias, squeeze.dim(s), unsqueeze -> view(new, base sizes)      (same elements)
+//   view, alias, squeeze.dim(s), unsqueeze -> view(clone(new, contiguous), base sizes)
 // and a view of a view writes its base the same way, up to the root; every view of the root is
 // stale from then on. Other views (as_strided, diagonal, expand) are not supported: writing
 // through them throws kNotImplemented naming the view op.
@@ -214,9 +214,21 @@ class Functionalizer {
       scatter.op = "aten::permute";
       scatter.args = {Ref{content}, IValue(inverse)};
     } else {
-      // reshapes(made.op): scatter_supported() was checked for the whole chain.
+      // reshapes(made.op): scatter_supported() was checked for the whole chain. The content's
+      // layout need not be viewable as the base's sizes (it came back through a permute of a
+      // non-dense view, say): a contiguous copy first, then the view.
+      Node copy;
+      copy.op = "aten::clone";
+      copy.args = {Ref{content}, IValue(MemoryFormat::Contiguous)};
+      copy.return_sizes = {1};
+      TensorMeta dense_meta = *out_.value(content).tensor;
+      dense_meta.strides = contiguous_sym_strides(dense_meta.sizes);
+      dense_meta.storage_offset = 0;
+      const ValueId dense = out_.add_value(dense_meta);
+      copy.outputs = {dense};
+      out_.nodes.push_back(std::move(copy));
       scatter.op = "aten::view";
-      scatter.args = {Ref{content}, sym_list(base_meta.sizes)};
+      scatter.args = {Ref{dense}, sym_list(base_meta.sizes)};
     }
     TensorMeta meta = base_meta;
     if (scatter.op == "aten::permute") {  // the content's strides, permuted back
@@ -226,7 +238,7 @@ class Functionalizer {
       meta.storage_offset = c.storage_offset;
     } else if (scatter.op == "aten::view") {
       meta.strides = contiguous_sym_strides(meta.sizes);
-      meta.storage_offset = out_.value(content).tensor->storage_offset;
+      meta.storage_offset = 0;
     }
     const ValueId new_base = out_.add_value(meta);
     scatter.outputs = {new_base};

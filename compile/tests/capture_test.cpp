@@ -211,6 +211,26 @@ TEST(Functionalize, WritesThroughViewsScatterIntoTheirBase) {
   }
 }
 
+// The reviewer's case: b = x[:, :2] (not dense); p = b.view(2, 2, 2).permute(2, 1, 0); p.add_(p).
+// The new content comes back through the permute in a layout that cannot be viewed as b's sizes.
+TEST(Functionalize, AWriteBackThroughAReshapeOfANonDenseView) {
+  auto program = [](const Stack& in) {
+    Tensor b = call1("aten::slice.Tensor", {in[0], 1, 0, 2, 1});
+    Tensor v = call1("aten::view", {b, std::vector<int64_t>{2, 2, 2}});
+    Tensor p = call1("aten::permute", {v, std::vector<int64_t>{2, 1, 0}});
+    call("aten::add_.Tensor", {p, p, 1});
+    return Stack{IValue(call1("aten::neg", {in[0]}))};
+  };
+  Tensor x = iota({4, 3});
+  Graph f = functionalize(capture(program, {x.clone()}, {.registry = &registry()}), registry());
+  EXPECT_FALSE(has_mutation(f, registry()));
+  Tensor ex = x.clone(), rx = x.clone();
+  const Stack eager = program({ex});
+  const Stack out = run_graph(f, {rx}, registry());
+  EXPECT_EQ(out[0].to_tensor().to_vector<double>(), eager[0].to_tensor().to_vector<double>());
+  EXPECT_EQ(rx.to_vector<double>(), ex.to_vector<double>());
+}
+
 TEST(Functionalize, WritingThroughAnUnsupportedViewNamesIt) {
   auto program = [](const Stack& in) {
     Tensor d = call1("aten::diagonal", {in[0], 0, 0, 1});
