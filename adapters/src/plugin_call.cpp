@@ -20,27 +20,23 @@ namespace {
 // guard "s0 == 3" in its ShapeEnv (PyTorch's guard_int), so a graph captured through a plugin's
 // fake kernel is replayed only at the sizes its outputs were computed for, never wrongly at others.
 // An unbacked (data-dependent) size has no hint to specialize to: that is an error.
-void specialize_to_hints(const Tensor& t) {
-  auto specialize = [&](const SymInt& s) {
-    if (!s.is_symbolic()) return;
-    const auto hint = s.hint();
-    OPCONFORM_CHECK(hint.has_value(), ErrorCode::kNotImplemented, "a plugin's fake kernel takes concrete sizes (ABI v",
-                    OPC_PLUGIN_ABI_VERSION, "), and the data-dependent size ", s.to_string(), " has no value to give it");
-    [[maybe_unused]] const bool holds = s == SymInt(*hint);  // records the guard
-  };
-  for (const SymInt& s : t.sym_sizes()) specialize(s);
-  for (const SymInt& s : t.sym_strides()) specialize(s);
+void specialize_to_hint(const SymInt& s) {
+  if (!s.is_symbolic()) return;
+  const auto hint = s.hint();
+  OPCONFORM_CHECK(hint.has_value(), ErrorCode::kNotImplemented, "a plugin's fake kernel takes concrete sizes (ABI v",
+                  OPC_PLUGIN_ABI_VERSION, "), and the data-dependent size ", s.to_string(), " has no value to give it");
+  const bool holds = s == SymInt(*hint);  // records the guard
+  (void)holds;
 }
 
-// The same for symbolic SymInt arguments (x.sym_size(0) passed to an op): the plugin gets the hint.
+void specialize_to_hints(const Tensor& t) {
+  for (const SymInt& s : t.sym_sizes()) specialize_to_hint(s);
+  for (const SymInt& s : t.sym_strides()) specialize_to_hint(s);
+}
+
+// The same for SymInt arguments (x.sym_size(0) passed to an op), alone or in a list.
 void specialize_to_hints(const IValue& v) {
-  if (const SymInt* s = v.get_if<SymInt>(); s != nullptr && s->is_symbolic()) {
-    const auto hint = s->hint();
-    OPCONFORM_CHECK(hint.has_value(), ErrorCode::kNotImplemented, "a plugin's fake kernel takes concrete sizes (ABI v",
-                    OPC_PLUGIN_ABI_VERSION, "), and the data-dependent size ", s->to_string(), " has no value to give it");
-    const bool holds = *s == SymInt(*hint);  // records the guard
-    (void)holds;
-  }
+  if (const SymInt* s = v.get_if<SymInt>()) specialize_to_hint(*s);
   if (const auto* list = v.get_if<GenericList>())
     for (const IValue& item : *list->elements) specialize_to_hints(item);
 }

@@ -608,18 +608,24 @@ Tensor Tensor::expand(IntArrayRef requested) const {
   return make_view(std::move(sz), std::move(st), storage_offset());
 }
 
+// squeeze and unsqueeze edit the symbolic sizes and strides alongside the concrete ones, and only
+// for a tensor that has them (real tensors are the common case: no SymInt vectors made).
 Tensor Tensor::squeeze() const {
+  const bool symbolic = has_symbolic_sizes();
   std::vector<int64_t> sz, st;
   std::vector<SymInt> ssz, sst;
-  const auto base_sizes = sym_sizes(), base_strides = sym_strides();
+  const auto base_sizes = symbolic ? sym_sizes() : std::vector<SymInt>{};
+  const auto base_strides = symbolic ? sym_strides() : std::vector<SymInt>{};
   for (int64_t d = 0; d < dim(); ++d) {
-    if (size(d) != 1 || base_sizes[d].is_symbolic()) {  // an unbacked size may stand in as 1
-      sz.push_back(size(d));
-      st.push_back(stride(d));
+    if (size(d) == 1 && !(symbolic && base_sizes[d].is_symbolic())) continue;  // unbacked may stand in as 1
+    sz.push_back(size(d));
+    st.push_back(stride(d));
+    if (symbolic) {
       ssz.push_back(base_sizes[d]);
       sst.push_back(base_strides[d]);
     }
   }
+  if (!symbolic) return make_view(std::move(sz), std::move(st), storage_offset());
   return make_view(std::move(sz), std::move(st), storage_offset(), std::move(ssz), std::move(sst));
 }
 
@@ -627,8 +633,15 @@ Tensor Tensor::squeeze(int64_t d) const {
   d = wrap_dim(d, dim(), "squeeze");
   auto sz = std::vector<int64_t>(sizes().begin(), sizes().end());
   auto st = std::vector<int64_t>(strides().begin(), strides().end());
+  if (!has_symbolic_sizes()) {
+    if (dim() > 0 && sz[d] == 1) {
+      sz.erase(sz.begin() + d);
+      st.erase(st.begin() + d);
+    }
+    return make_view(std::move(sz), std::move(st), storage_offset());
+  }
   auto ssz = sym_sizes(), sst = sym_strides();
-  if (dim() > 0 && sz[d] == 1 && !ssz[d].is_symbolic()) {
+  if (dim() > 0 && sz[d] == 1 && !ssz[d].is_symbolic()) {  // unbacked may stand in as 1
     sz.erase(sz.begin() + d);
     st.erase(st.begin() + d);
     ssz.erase(ssz.begin() + d);
@@ -644,6 +657,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t new_stride = d >= dim() ? 1 : sz[d] * st[d];
   sz.insert(sz.begin() + d, 1);
   st.insert(st.begin() + d, new_stride);
+  if (!has_symbolic_sizes()) return make_view(std::move(sz), std::move(st), storage_offset());
   auto ssz = sym_sizes(), sst = sym_strides();
   SymInt new_sym_stride = d >= dim() ? SymInt(1) : ssz[d] * sst[d];
   ssz.insert(ssz.begin() + d, SymInt(1));
