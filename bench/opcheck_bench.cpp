@@ -92,6 +92,25 @@ void BM_opcheck_per_sample_requires_grad(benchmark::State& state) {
 }
 BENCHMARK(BM_opcheck_per_sample_requires_grad)->Unit(benchmark::kMillisecond);
 
+// opcheck(op, GenerateSpec) with every check over 50 generated samples, per sample: with
+// GenerateSpec's defaults (the large tier at 12%, inputs that require grad) and, as the baseline
+// in the same run, with the large tier off (range(0) is large_percent).
+void BM_opcheck_generated_per_sample(benchmark::State& state) {
+  static Setup setup;
+  GenerateSpec spec;
+  spec.count = 50;
+  spec.seed = 7;
+  spec.large_percent = static_cast<int>(state.range(0));
+  OpcheckOptions options = setup.options;
+  options.raise_exception = false;
+  for (auto _ : state) {
+    auto results = opcheck(setup.op->handle(), spec, options, setup.registry);
+    benchmark::DoNotOptimize(results);
+  }
+  state.SetItemsProcessed(state.iterations() * spec.count);
+}
+BENCHMARK(BM_opcheck_generated_per_sample)->Arg(0)->Arg(GenerateSpec{}.large_percent)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -10,6 +10,7 @@
 #include <benchmark/benchmark.h>
 
 #include <functional>
+#include <optional>
 
 #include "opconform/conformance/check.h"
 #include "opconform/conformance/generate.h"
@@ -68,12 +69,14 @@ void BM_reference_eager(benchmark::State& state) {
   state.counters["cases"] = static_cast<double>(all.size());
 }
 
-// The main job's run of the reference (no report files), in-process or in `jobs` workers.
-void run_reference(benchmark::State& state, int jobs) {
+// The main job's run of the reference (no report files), in-process or in `jobs` workers;
+// large_percent set: that share of large-tier samples instead of the case spec's.
+void run_reference(benchmark::State& state, int jobs, std::optional<int> large_percent = std::nullopt) {
   size_t results = 0, failing = 0;
   for (auto _ : state) {
     harness::RunRequest request;
     request.plan.samples = kSamples;
+    request.plan.large_percent = large_percent;
     request.jobs = jobs;
     request.write_reports = false;
     auto report = harness::run_conformance(request).report;
@@ -85,10 +88,13 @@ void run_reference(benchmark::State& state, int jobs) {
 }
 
 void BM_reference_conformance(benchmark::State& state) { run_reference(state, 0); }
+// The baseline of the large tier's cost, in the same run: the same cases without it.
+void BM_reference_conformance_no_large_tier(benchmark::State& state) { run_reference(state, 0, 0); }
 void BM_reference_conformance_isolated(benchmark::State& state) { run_reference(state, 1); }
 
 BENCHMARK(BM_reference_eager)->Unit(benchmark::kSecond)->Iterations(1);
 BENCHMARK(BM_reference_conformance)->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_reference_conformance_no_large_tier)->Unit(benchmark::kSecond)->Iterations(1);
 BENCHMARK(BM_reference_conformance_isolated)->Unit(benchmark::kSecond)->Iterations(1);
 
 }  // namespace

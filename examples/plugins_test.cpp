@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -77,6 +78,41 @@ TEST(ExamplePlugins, EverySeededBugIsReportedWithItsOutcome) {
       EXPECT_EQ(c.outcome, Outcome::passed) << c.message;
     }
   }
+}
+
+// Bugs that only samples covering the whole input space reach (examples/coverage_plugin/README.md),
+// found with the default flags: bool tensors with True in them, a factory dispatched through its
+// Device argument, and differentiable inputs that require grad.
+TEST(ExamplePlugins, CoverageBugsAreFoundWithDefaultFlags) {
+  const auto r = check(OPCONFORM_COVERAGE_PLUGIN, {}, 1);
+  std::map<std::string, std::map<std::string, std::vector<const reports::CaseResult*>>> seen;
+  for (const auto& c : r.results) seen[c.op][c.check].push_back(&c);
+  auto reported = [&](const std::string& op, const std::string& check, Outcome o) {
+    const auto& list = seen[op][check];
+    return std::any_of(list.begin(), list.end(), [o](const reports::CaseResult* c) { return c->outcome == o; });
+  };
+  // (g) an always-true logical_not
+  EXPECT_TRUE(reported("aten::logical_not", "reference_agreement", Outcome::failed));
+  // (h) a full that ignores its fill value: reached at all only through BackendSelect
+  EXPECT_TRUE(reported("aten::full", "reference_agreement", Outcome::failed));
+  // Its fake kernel is right; samples with a complex fill (which it refuses) make it unsupported.
+  EXPECT_FALSE(reported("aten::full", "test_faketensor", Outcome::failed));
+  // (i) neg without a backward: unsupported on the gradient checks, with the reason the summary counts
+  for (const char* check : {"gradcheck", "test_autograd_registration"}) {
+    ASSERT_FALSE(seen["aten::neg"][check].empty()) << check;
+    for (const reports::CaseResult* c : seen["aten::neg"][check]) {
+      EXPECT_EQ(c->outcome, Outcome::unsupported) << check << ": " << c->message;
+      EXPECT_EQ(c->reason, conformance::kNoBackward) << check;
+    }
+  }
+  EXPECT_TRUE(reported("aten::neg", "reference_agreement", Outcome::passed));
+}
+
+// The neg gap alone passes by default (its values are right) and fails with --fail-on unsupported.
+TEST(ExamplePlugins, AnInferenceOnlyOpFailsTheRunWithFailOnUnsupported) {
+  (void)check(OPCONFORM_COVERAGE_PLUGIN, {"--ops", "aten::neg", "--samples", "10"}, 0);
+  (void)check(OPCONFORM_COVERAGE_PLUGIN,
+              {"--ops", "aten::neg", "--samples", "10", "--fail-on", "failed,crashed,timed_out,untested,unsupported"}, 1);
 }
 
 }  // namespace

@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
     const std::string table = stats_table(targets, stats, crash_counts, report);
     opconform::reports::write_atomically(dir / "report.md", opconform::reports::to_markdown(report) + table);
     std::cout << table.substr(1) << "\nreport: " << dir.string() << "/{report.json,report.md,report.html,junit.xml}\n";
-    return opconform::reports::fails(report, opconform::reports::default_fail_on()) ? 1 : 0;
+    return opconform::reports::fails(report) ? 1 : 0;
   } catch (const std::exception& e) {
     std::cerr << "fuzz_summary: " << e.what() << "\n";
     return 2;

@@ -9,6 +9,7 @@
 
 #include "opconform/adapters/loader.h"
 #include "opconform/core/autograd.h"
+#include "opconform/core/backend_select.h"
 #include "opconform/core/dlpack.h"
 #include "opconform/core/fake_tensor.h"
 #include "opconform/core/schema.h"
@@ -43,6 +44,7 @@ struct OpState {
   bool defined_from_reference = false;  // implemented by name, the schema taken from the reference
   std::map<OpcKernelKind, PluginKernel> kernels;
   std::optional<std::vector<DType>> dtypes;
+  bool backend_select = false;  // a factory's BackendSelect kernel is registered
 };
 
 // The loaded library: its registrations (undone first on destruction), then the dlopen handle.
@@ -130,6 +132,12 @@ class PluginLibrary final : public LoadedLibrary {
     OPCONFORM_CHECK(state.kernels.count(kind) == 0, ErrorCode::kRegistration, "impl: '", op, "' has two ",
                     kind_name(kind), " kernels");
     state.kernels[kind] = {fn, user_data};
+    // A factory (no tensor argument) reaches its backend through its Device argument.
+    if (auto device = factory_device_argument(state.schema); device && !state.backend_select &&
+                                                              (kind == OPC_KERNEL_CPU || kind == OPC_KERNEL_CUDA)) {
+      handles.push_back(registry->impl(op, DispatchKey::BackendSelect, backend_select_kernel(*device), source()));
+      state.backend_select = true;
+    }
     switch (kind) {
       case OPC_KERNEL_CPU: handles.push_back(registry->impl(op, DispatchKey::CPU, boxed_kernel(op, kind), source())); break;
       case OPC_KERNEL_CUDA: handles.push_back(registry->impl(op, DispatchKey::CUDA, boxed_kernel(op, kind), source())); break;

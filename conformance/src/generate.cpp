@@ -32,6 +32,7 @@
 #include <variant>
 #include <cerrno>
 
+#include "opconform/core/cuda.h"
 #include "opconform/core/error.h"
 #include "opconform/core/tensor.h"
 
@@ -104,6 +105,10 @@ struct Range {
 constexpr double kSpan = 10;  // ordinary values lie in [-10, 10] unless declared otherwise
 
 Range range_of(DType dt, const ValueConstraint& vc, double span = kSpan) {
+  // A bool is False or True whatever range the op declares for its numbers (asin's [-0.9, 0.9]
+  // would leave only False, log's > 0 only True): both values, always, or a bool case compares
+  // constant outputs and proves nothing.
+  if (dt == DType::Bool) return Range{0, 1, false, 0};
   Limits l = limits_of(dt);
   double lo = vc.min.value_or(-span), hi = vc.max.value_or(span);
   if (!vc.max && hi < lo) hi = lo + span;
@@ -127,28 +132,44 @@ Range range_of(DType dt, const ValueConstraint& vc, double span = kSpan) {
   return r;
 }
 
-// An ordinary value: anchor ± a fraction of the way to a bound; shrinks to the anchor.
+// The ordinary value `step` thousandths of the way from the anchor to a bound (down: the lower).
+// Integers round to nearest, so that every integer of the range, both bounds included, is drawn
+// about equally often (truncating toward the anchor made a bool [0, 1] range all False).
+double ordinary_at(const Range& r, bool integral, bool down, int step) {
+  double f = step / 1000.0;
+  if (r.lo_exclusive) f *= 0.999;  // never reach the excluded bound
+  double v = down ? r.anchor - f * (r.anchor - r.lo) : r.anchor + f * (r.hi - r.anchor);
+  return integral ? std::clamp(std::round(v), r.lo, r.hi) : v;
+}
+
+// An ordinary value: anchor ± a fraction of the way to a bound; shrinks to the anchor. A bool is a
+// fair coin at every size (the fraction grows with RapidCheck's size, which would make the early
+// samples all False).
 rc::Gen<double> ordinary_value(DType dt, const Range& r) {
+  if (dt == DType::Bool && r.lo <= 0 && r.hi >= 1) return rc::gen::map(choice({1, 1}), [](int k) { return double(k); });
   const bool integral = !is_float_like(dt);
   return rc::gen::map(rc::gen::tuple(choice({1, 1}), rc::gen::inRange(0, 1001)),
                       [r, integral](const std::tuple<int, int>& t) {
-                        double f = std::get<1>(t) / 1000.0;
-                        bool down = std::get<0>(t) == 1;
-                        if (r.lo_exclusive) f *= 0.999;  // never reach the excluded bound
-                        double v = down ? r.anchor - f * (r.anchor - r.lo) : r.anchor + f * (r.hi - r.anchor);
-                        return integral ? std::trunc(v) : v;  // toward the (integral) anchor
+                        return ordinary_at(r, integral, std::get<0>(t) == 1, std::get<1>(t));
                       });
 }
 
-// NaN, ±inf, extremes, the smallest normal, a denormal and -0, as far as accepted.
+// Floats: NaN, ±inf, the extremes, huge and tiny ordinary magnitudes, the smallest normal, a
+// denormal and -0; integers: the extremes, their neighbours, -1 and the next narrower type's
+// bounds (where an int32 accumulator would overflow); as far as accepted.
 std::vector<double> special_values(DType dt, const ValueConstraint& vc) {
   std::vector<double> candidates;
   Limits l = limits_of(dt);
   if (is_float_like(dt)) {
     candidates = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
-                  -std::numeric_limits<double>::infinity(), l.max, l.lowest, l.tiny, l.denorm, -l.denorm, -0.0};
+                  -std::numeric_limits<double>::infinity(), l.max, l.lowest, l.max / 4, -l.max / 4, 1e4, -1e4,
+                  l.tiny, l.denorm, -l.denorm, 1e-4, -0.0};
   } else if (dt != DType::Bool) {
-    candidates = {l.max, l.lowest};
+    candidates = {l.max, l.lowest, l.max - 1, l.lowest + 1};
+    if (l.lowest < 0) candidates.push_back(-1);
+    for (double b : {127.0, 128.0, -129.0, 255.0, 256.0, 32767.0, 32768.0, -32769.0, 2147483647.0, 2147483648.0,
+                     -2147483649.0})
+      if (b > l.lowest && b < l.max) candidates.push_back(b);
   }
   std::vector<double> out;
   for (double v : candidates)
@@ -182,7 +203,73 @@ struct ArgPlan {
 
 struct SamplePlan {
   std::vector<ArgPlan> args;
+  DType dtype = DType::Float32;  // the sample's dtype and device (the first picks)
+  Device device;
 };
+
+// ---- enum-like arguments: every value that applies ----
+
+template <typename T>
+void add_unique(std::vector<T>& v, const T& x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+}
+
+// A ScalarType argument: the argument's declared dtypes, else the op's, the sample's first.
+std::vector<DType> scalar_type_values(DType sample_dtype, const std::vector<DType>& declared) {
+  std::vector<DType> out;
+  if (declared.empty() || std::find(declared.begin(), declared.end(), sample_dtype) != declared.end())
+    out.push_back(sample_dtype);
+  for (DType d : declared) add_unique(out, d);
+  return out;
+}
+
+// A Device argument: the sample's device first, the spec's, then every device this machine has.
+std::vector<Device> device_values(const GenerateSpec& spec, Device sample_device) {
+  std::vector<Device> out = {sample_device};
+  for (const Device& d : spec.devices) add_unique(out, d);
+  add_unique(out, Device::cpu());
+  if (cuda::is_available()) add_unique(out, Device::cuda());
+  return out;
+}
+
+// A MemoryFormat argument: contiguous and preserve, and the channels-last format of the first
+// tensor's rank (4: channels_last, 5: channels_last_3d) — the others would be invalid inputs.
+std::vector<MemoryFormat> memory_format_values(int first_tensor_rank) {
+  std::vector<MemoryFormat> out = {MemoryFormat::Contiguous, MemoryFormat::Preserve};
+  if (first_tensor_rank == 4) out.push_back(MemoryFormat::ChannelsLast);
+  if (first_tensor_rank == 5) out.push_back(MemoryFormat::ChannelsLast3d);
+  return out;
+}
+
+// The rank of the sample's first tensor argument (-1: none, or None).
+int first_tensor_rank(const SamplePlan& plan) {
+  for (const ArgPlan& a : plan.args)
+    if (a.kind == ArgPlan::Kind::tensor && !a.tensors.empty())
+      return a.tensors[0].none ? -1 : static_cast<int>(a.tensors[0].sizes.size());
+  return -1;
+}
+
+// Note [The large tier]: GenerateSpec::large_percent of the samples are large: the first shape
+// drawn (the first tensor argument's, or a builder's first draw.shape()) gets one dimension from
+// kLargeSizes — powers of two, one less and one more, where vector widths, tiles and thresholds
+// sit — while its other sizes are drawn as usual and made 1 where the element count would pass
+// GenerateSpec::large_max_numel. Tensors related to it (same_shape, broadcastable) follow its
+// shape. The tier is the sample's first pick, small first, so a failure that needs no large input
+// shrinks out of it; one that does keeps it, and its large size shrinks to the smallest listed one
+// that still fails, the other sizes to 1 — the smallest failing input of the tier.
+constexpr int64_t kLargeSizes[] = {31,   32,   33,   63,   64,   65,   127,   128,   129,   255,  256,
+                                   257,  511,  512,  513,  1023, 1024, 1025,  2047,  2048,  2049, 4095,
+                                   4096, 4097, 8191, 8192, 8193, 65535, 65536, 65537};
+constexpr int kLargeSizeCount = static_cast<int>(std::size(kLargeSizes));
+
+// Puts the large size at dim `at` of `sizes` (rank >= 1) and makes other dims 1, first to last,
+// until the element count is at most max_numel (the large size itself is capped there too).
+void make_large(std::vector<int64_t>& sizes, size_t at, int big, int64_t max_numel) {
+  sizes[at] = std::min<int64_t>(kLargeSizes[big], std::max<int64_t>(max_numel, 1));
+  auto numel = [&] { return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>()); };
+  for (size_t d = 0; d < sizes.size() && numel() > max_numel; ++d)
+    if (d != at) sizes[d] = 1;
+}
 
 // The raw picks of one tensor, resolved against what was generated before it.
 struct TensorPicks {
@@ -191,6 +278,7 @@ struct TensorPicks {
   int empty = 0, empty_dim = 0;
   std::vector<int> broadcast;  // per dim: 0 the partner's size, 1 a size of 1
   int layout = 0, offset = 1, mode = 0;
+  int big = 0, big_dim = 0;  // the large tier's size (index into kLargeSizes) and its dim
 };
 
 // What the generator knows about one tensor argument, fixed when the generator is built.
@@ -211,6 +299,7 @@ struct TensorSlot {
 struct ShapeContext {
   std::shared_ptr<const std::vector<int64_t>> same_as;  // same_shape partner
   std::shared_ptr<const std::vector<int64_t>> broadcast_with;
+  int64_t large_max_numel = 0;  // > 0: this tensor is the large tier's (Note [The large tier])
 };
 
 std::vector<int64_t> resolve_sizes(const TensorSlot& slot, const TensorPicks& p, const ShapeContext& ctx) {
@@ -228,6 +317,10 @@ std::vector<int64_t> resolve_sizes(const TensorSlot& slot, const TensorPicks& p,
       else if (other[j] != 1) sizes[i] = 1;
     }
     return sizes;  // an own empty dim would break broadcasting: emptiness comes from the partner
+  }
+  if (ctx.large_max_numel > 0 && p.rank > 0) {
+    make_large(sizes, static_cast<size_t>(p.big_dim % p.rank), p.big, ctx.large_max_numel);
+    return sizes;  // never empty: the point of the tier is many elements
   }
   if (p.empty && slot.allow_empty && p.rank > 0) sizes[p.empty_dim % p.rank] = 0;
   return sizes;
@@ -262,11 +355,39 @@ ValueMode value_mode(int pick, DType dt, const ValueConstraint& vc, bool special
   return mode;
 }
 
+// Past this many elements a tensor's values are not one RapidCheck choice each (a large-tier
+// tensor would cost a shrink tree per element): they come from one drawn seed and do not shrink.
+// They are never all zeros (the small tier has those; a large all-zero tensor puts every element
+// of a piecewise op on its kink, where a directional gradient check cannot judge), and floating
+// ones are continuous rather than on the thousandths grid, so ties and kinks stay rare.
+constexpr int64_t kSeededValuesAbove = 4096;
+
 // `count` values in a mode: all "zero" (the simplest admitted value), ordinary ones, or ordinary
 // ones mixed with special ones.
 rc::Gen<std::vector<double>> values_gen(DType dt, const ValueConstraint& vc, ValueMode mode, int64_t count) {
   Range range = range_of(dt, vc);
+  if (count > kSeededValuesAbove && mode == ValueMode::zeros) mode = ValueMode::ordinary;
   if (mode == ValueMode::zeros) return rc::gen::just(std::vector<double>(count, range.anchor));
+  if (count > kSeededValuesAbove) {
+    std::vector<double> specials = mode == ValueMode::special ? special_values(dt, vc) : std::vector<double>{};
+    const bool integral = !is_float_like(dt);
+    return rc::gen::map(rc::gen::noShrink(rc::gen::arbitrary<uint64_t>()), [=](uint64_t seed) {
+      std::mt19937_64 bits(seed);
+      std::vector<double> out(static_cast<size_t>(count));
+      for (double& v : out) {
+        const uint64_t r = bits();
+        if (!specials.empty() && r % 100 < 30) {
+          v = specials[(r >> 8) % specials.size()];
+        } else if (integral || dt == DType::Bool) {
+          v = ordinary_at(range, true, (r >> 8) & 1, static_cast<int>((r >> 9) % 1001));
+        } else {
+          const double f = static_cast<double>(r >> 11) * 0x1p-53 * (range.lo_exclusive ? 0.999 : 1.0);
+          v = (r >> 10) & 1 ? range.anchor - f * (range.anchor - range.lo) : range.anchor + f * (range.hi - range.anchor);
+        }
+      }
+      return out;
+    });
+  }
   rc::Gen<double> element = ordinary_value(dt, range);
   if (mode == ValueMode::special) {
     element = rc::gen::mapcat(choice({70, 30}), [element, specials = special_values(dt, vc)](int special) {
@@ -279,12 +400,15 @@ rc::Gen<std::vector<double>> values_gen(DType dt, const ValueConstraint& vc, Val
 rc::Gen<TensorPlan> tensor_gen(std::shared_ptr<const TensorSlot> slot, std::vector<DType> dtype_options, Device device,
                                ShapeContext ctx) {
   const int max_rank = slot->max_rank;
+  const bool large = ctx.large_max_numel > 0 && max_rank >= 1 && !ctx.same_as && !ctx.broadcast_with;
+  if (!large) ctx.large_max_numel = 0;
+  const int min_rank = large ? std::max(slot->min_rank, 1) : slot->min_rank;
   std::vector<int> layout_weights;
   for (auto l : slot->layouts) layout_weights.push_back(kLayoutWeights[static_cast<int>(l)]);
   auto structure = rc::gen::build<TensorPicks>(
-      rc::gen::set(&TensorPicks::none, slot->optional ? choice({85, 15}) : rc::gen::just(0)),
+      rc::gen::set(&TensorPicks::none, slot->optional && !large ? choice({85, 15}) : rc::gen::just(0)),
       rc::gen::set(&TensorPicks::dtype, choice(std::vector<int>(dtype_options.size(), 1))),
-      rc::gen::set(&TensorPicks::rank, rc::gen::resize(kFullSize, rc::gen::inRange(slot->min_rank, max_rank + 1))),
+      rc::gen::set(&TensorPicks::rank, rc::gen::resize(kFullSize, rc::gen::inRange(min_rank, max_rank + 1))),
       rc::gen::set(&TensorPicks::sizes,
                    rc::gen::container<std::vector<int>>(
                        max_rank, rc::gen::resize(kFullSize, rc::gen::inRange(1, slot->max_dim_size + 1)))),
@@ -293,7 +417,11 @@ rc::Gen<TensorPlan> tensor_gen(std::shared_ptr<const TensorSlot> slot, std::vect
       rc::gen::set(&TensorPicks::broadcast, rc::gen::container<std::vector<int>>(max_rank, choice({60, 40}))),
       rc::gen::set(&TensorPicks::layout, choice(layout_weights)),
       rc::gen::set(&TensorPicks::offset, rc::gen::inRange(1, 4)),
-      rc::gen::set(&TensorPicks::mode, choice({5, 75, 20})));
+      rc::gen::set(&TensorPicks::mode, choice({5, 75, 20})),
+      rc::gen::set(&TensorPicks::big, large ? rc::gen::resize(kFullSize, rc::gen::inRange(0, kLargeSizeCount))
+                                            : rc::gen::just(0)),
+      rc::gen::set(&TensorPicks::big_dim, large ? rc::gen::resize(kFullSize, rc::gen::inRange(0, max_rank))
+                                                : rc::gen::just(0)));
   return rc::gen::mapcat(structure, [slot, dtype_options, device, ctx](const TensorPicks& p) -> rc::Gen<TensorPlan> {
     TensorPlan plan;
     if (p.none) {
@@ -400,6 +528,7 @@ struct Generator {
   InputConstraints constraints;
   GenerateSpec spec;
   std::vector<DType> sample_dtypes;
+  std::vector<DType> op_dtypes;  // every dtype the op accepts (ScalarType arguments take them)
   std::vector<std::string> names;
   std::vector<size_t> order;  // tensors first, then the rest (each in schema order)
   std::vector<std::shared_ptr<const TensorSlot>> slots;  // per argument; null for non-tensors
@@ -472,7 +601,7 @@ struct Generator {
   }
 
   rc::Gen<ArgPlan> tensor_arg_gen(size_t i, DType sample_dtype, Device device, const SamplePlan& plan,
-                                  const std::vector<bool>& done) const {
+                                  const std::vector<bool>& done, bool large) const {
     const Argument& a = schema.arguments[i];
     auto options = dtype_options(i, sample_dtype, plan, done);
     ShapeContext ctx;
@@ -482,6 +611,7 @@ struct Generator {
     };
     if (auto j = partner(RelationKind::same_shape, i, done)) ctx.same_as = shape_of(*j);
     if (auto j = partner(RelationKind::broadcastable, i, done); j && !ctx.same_as) ctx.broadcast_with = shape_of(*j);
+    if (large) ctx.large_max_numel = spec.large_max_numel;
     auto one = tensor_gen(slots[i], options, device, ctx);
     const Type& t = a.type.is_optional() ? a.type.elem() : a.type;
     if (!t.is_list()) {
@@ -504,6 +634,7 @@ struct Generator {
     return rc::gen::mapcat(length, [=](int n) {
       return rc::gen::mapcat(first_gen, [=](TensorPlan first) {
         ShapeContext rest_ctx = ctx;
+        rest_ctx.large_max_numel = 0;  // one large tensor per sample
         if (same && !first.none) rest_ctx.same_as = std::make_shared<const std::vector<int64_t>>(first.sizes);
         auto rest = tensor_gen(element_slot, options, device, rest_ctx);
         return rc::gen::map(rc::gen::container<std::vector<TensorPlan>>(n - 1, rest),
@@ -579,16 +710,20 @@ struct Generator {
         });
       }
       case TypeKind::kScalarType: {
-        auto dtypes = sample_dtypes;
+        const auto& own = constraints.for_arg(a.name).dtypes;
+        auto dtypes = scalar_type_values(plan.dtype, own.empty() ? op_dtypes : own);
         return rc::gen::map(choice(std::vector<int>(dtypes.size(), 1)), [dtypes](int k) { return IValue(dtypes[k]); });
       }
       case TypeKind::kDevice: {
-        auto devices = spec.devices;
+        auto devices = device_values(spec, plan.device);
         return rc::gen::map(choice(std::vector<int>(devices.size(), 1)), [devices](int k) { return IValue(devices[k]); });
       }
+      // Strided is the one layout the operator model implements.
       case TypeKind::kLayout: return rc::gen::just(IValue(Layout::Strided));
-      case TypeKind::kMemoryFormat:
-        return rc::gen::map(choice({1, 1}), [](int k) { return IValue(k ? MemoryFormat::Preserve : MemoryFormat::Contiguous); });
+      case TypeKind::kMemoryFormat: {
+        auto formats = memory_format_values(first_tensor_rank(plan));
+        return rc::gen::map(choice(std::vector<int>(formats.size(), 1)), [formats](int k) { return IValue(formats[k]); });
+      }
       case TypeKind::kStr: return rc::gen::just(IValue(std::string()));
       case TypeKind::kList: {
         const Type& e = t.elem();
@@ -647,12 +782,18 @@ struct Generator {
     SamplePlan plan;
     plan.args.resize(schema.arguments.size());
     std::vector<bool> done(schema.arguments.size(), false);
-    const auto first = *rc::gen::tuple(choice(std::vector<int>(sample_dtypes.size(), 1)),
+    // Small first (Note [The large tier]).
+    rc::Gen<int> tier = spec.large_percent > 0 ? choice({100 - std::min(spec.large_percent, 100), spec.large_percent})
+                                               : rc::gen::just(0);
+    const auto first = *rc::gen::tuple(tier, choice(std::vector<int>(sample_dtypes.size(), 1)),
                                        choice(std::vector<int>(spec.devices.size(), 1)));
-    const DType dtype = sample_dtypes[std::get<0>(first)];
-    const Device device = spec.devices[std::get<1>(first)];
+    const bool large = std::get<0>(first) == 1;
+    plan.dtype = sample_dtypes[std::get<1>(first)];
+    plan.device = spec.devices[std::get<2>(first)];
     for (size_t i : order) {
-      plan.args[i] = slots[i] ? *tensor_arg_gen(i, dtype, device, plan, done) : *other_arg_gen(i, plan);
+      const bool first_tensor = slots[i] && i == order.front();
+      plan.args[i] = slots[i] ? *tensor_arg_gen(i, plan.dtype, plan.device, plan, done, large && first_tensor)
+                              : *other_arg_gen(i, plan);
       done[i] = true;
     }
     return plan;
@@ -674,8 +815,12 @@ void validate_spec(const GenerateSpec& spec) {
                   "GenerateSpec needs max_rank >= 0 and max_dim_size >= 1");
 }
 
-std::vector<DType> sample_dtypes_of(const GenerateSpec& spec) {
-  return spec.dtypes.empty() ? std::vector<DType>{DType::Float32, DType::Float64} : spec.dtypes;
+// The sample dtypes: the spec's, else the op's declared ones, else float32 and float64.
+std::vector<DType> op_dtypes_of(const std::vector<DType>& declared) {
+  return declared.empty() ? std::vector<DType>{DType::Float32, DType::Float64} : declared;
+}
+std::vector<DType> sample_dtypes_of(const GenerateSpec& spec, const std::vector<DType>& declared) {
+  return spec.dtypes.empty() ? op_dtypes_of(declared) : spec.dtypes;
 }
 
 std::shared_ptr<const Generator> make_generator(const FunctionSchema& schema, const InputConstraints& constraints,
@@ -686,7 +831,8 @@ std::shared_ptr<const Generator> make_generator(const FunctionSchema& schema, co
   g->schema = schema;
   g->constraints = constraints;
   g->spec = spec;
-  g->sample_dtypes = sample_dtypes_of(spec);
+  g->sample_dtypes = sample_dtypes_of(spec, constraints.dtypes);
+  g->op_dtypes = op_dtypes_of(constraints.dtypes);
   g->slots.resize(schema.arguments.size());
   for (size_t i = 0; i < schema.arguments.size(); ++i) {
     g->names.push_back(schema.arguments[i].name);
@@ -743,6 +889,7 @@ using Choices = std::vector<Choice>;
 
 struct BuilderPlan {
   Device device;
+  bool large = false;  // the large tier (Note [The large tier])
   std::vector<Drawn> draws;
   std::optional<Error> error;  // the builder failed while drawing; materializing throws it
 };
@@ -785,9 +932,10 @@ std::string key_of_constraint(const ValueConstraint& vc) {
 // Draws (drawing != null: recording into `record`) or replays (`replay`, in order) a builder's draws.
 class BuilderDraw final : public SampleDraw {
  public:
-  BuilderDraw(const GenerateSpec& spec, const std::vector<DType>& sample_dtypes, Device device, Drawing* drawing,
-              std::vector<Drawn>* record, const std::vector<Drawn>* replay)
-      : spec_(spec), sample_dtypes_(sample_dtypes), device_(device), drawing_(drawing), record_(record), replay_(replay) {}
+  BuilderDraw(const GenerateSpec& spec, const std::vector<DType>& sample_dtypes, Device device, bool large,
+              Drawing* drawing, std::vector<Drawn>* record, const std::vector<Drawn>* replay)
+      : spec_(spec), sample_dtypes_(sample_dtypes), device_(device), large_(large), drawing_(drawing), record_(record),
+        replay_(replay) {}
 
   int64_t integer(int64_t lo, int64_t hi) override {
     OPCONFORM_CHECK(lo <= hi && lo > std::numeric_limits<int64_t>::min() && hi < std::numeric_limits<int64_t>::max(),
@@ -827,6 +975,10 @@ class BuilderDraw final : public SampleDraw {
     if (!spec_.include_scalars && min_rank == 0 && max_rank > 0) min_rank = 1;
     max_rank = std::max(min_rank, std::min(max_rank, spec_.max_rank));
     const int64_t max_size = std::max<int64_t>(min_size, spec_.max_dim_size);
+    if (large_ && max_rank >= 1) {
+      large_ = false;  // the first shape only
+      return large_shape(std::max(min_rank, 1), max_rank, min_size, max_size);
+    }
     const bool empty = allow_empty && spec_.include_empty;
     return next<std::vector<int64_t>>("shape", key_of("s", min_rank, max_rank, min_size, max_size, empty), [&] {
       // As tensor_gen's picks: max_rank sizes, rank r takes the last r (leading dims drop first).
@@ -842,6 +994,11 @@ class BuilderDraw final : public SampleDraw {
         return out;
       });
     });
+  }
+
+  Device device_value() override {
+    auto devices = device_values(spec_, device_);
+    return devices[static_cast<size_t>(integer(0, static_cast<int64_t>(devices.size()) - 1))];
   }
 
   Tensor tensor(const std::vector<int64_t>& sizes, DType dtype, const ValueConstraint& values,
@@ -872,6 +1029,25 @@ class BuilderDraw final : public SampleDraw {
   }
 
  private:
+  // A shape of the large tier: sizes as shape() draws them, one of them from kLargeSizes.
+  std::vector<int64_t> large_shape(int min_rank, int max_rank, int64_t min_size, int64_t max_size) {
+    const int64_t max_numel = spec_.large_max_numel;
+    return next<std::vector<int64_t>>("shape", key_of("large", min_rank, max_rank, min_size, max_size, max_numel), [&] {
+      auto picks = rc::gen::tuple(
+          rc::gen::resize(kFullSize, rc::gen::inRange(min_rank, max_rank + 1)),
+          rc::gen::container<std::vector<int64_t>>(
+              max_rank, rc::gen::resize(kFullSize, rc::gen::inRange<int64_t>(min_size, max_size + 1))),
+          rc::gen::resize(kFullSize, rc::gen::inRange(0, kLargeSizeCount)),
+          rc::gen::resize(kFullSize, rc::gen::inRange(0, max_rank)));
+      return rc::gen::map(picks, [max_numel](const std::tuple<int, std::vector<int64_t>, int, int>& t) {
+        const auto& [rank, sizes, big, big_dim] = t;
+        std::vector<int64_t> out(sizes.end() - rank, sizes.end());
+        make_large(out, static_cast<size_t>(big_dim % rank), big, max_numel);
+        return out;
+      });
+    });
+  }
+
   // The next recorded draw, when replaying.
   template <typename T>
   const T& replayed(const char* what) {
@@ -928,6 +1104,15 @@ class BuilderDraw final : public SampleDraw {
                key_of_constraint(values)),
         [&]() -> rc::Gen<std::vector<double>> {
           if (!indices || mode == ValueMode::zeros) return values_gen(dtype, values, mode, count);
+          if (count > kSeededValuesAbove) {
+            const auto [lo, hi] = *indices;
+            return rc::gen::map(rc::gen::noShrink(rc::gen::arbitrary<uint64_t>()), [lo, hi, count](uint64_t seed) {
+              std::mt19937_64 bits(seed);
+              std::vector<double> out(static_cast<size_t>(count));
+              for (double& v : out) v = static_cast<double>(lo + static_cast<int64_t>(bits() % static_cast<uint64_t>(hi - lo + 1)));
+              return out;
+            });
+          }
           auto index = rc::gen::resize(kFullSize, int_in(indices->first, indices->second));
           return rc::gen::container<std::vector<double>>(count, rc::gen::cast<double>(index));
         });
@@ -938,6 +1123,7 @@ class BuilderDraw final : public SampleDraw {
   const GenerateSpec& spec_;
   const std::vector<DType>& sample_dtypes_;
   Device device_;
+  bool large_;  // the next shape() with a rank >= 1 is the large tier's
   Drawing* drawing_;
   std::vector<Drawn>* record_;
   const std::vector<Drawn>* replay_;
@@ -956,7 +1142,7 @@ struct BuilderGenerator {
   // plan.draws. Errors name the op.
   Stack run(const BuilderPlan& plan, Drawing* drawing, std::vector<Drawn>* record) const {
     try {
-      BuilderDraw draw(spec, sample_dtypes, plan.device, drawing, record, drawing ? nullptr : &plan.draws);
+      BuilderDraw draw(spec, sample_dtypes, plan.device, plan.large, drawing, record, drawing ? nullptr : &plan.draws);
       Stack args = builder(draw);
       OPCONFORM_CHECK(args.size() == names.size(), ErrorCode::kInvalidArgument, "it returned ", args.size(),
                       " arguments where the schema has ", names.size());
@@ -976,6 +1162,10 @@ struct BuilderGenerator {
     Drawing drawing{&given, random, size, {}};
     BuilderPlan plan;
     try {
+      const int large_percent = std::clamp(spec.large_percent, 0, 100);
+      plan.large = drawing.choose<bool>(key_of("tier", large_percent), [large_percent] {
+        return rc::gen::map(choice({100 - large_percent, large_percent}), [](int k) { return k == 1; });
+      });
       const size_t n = spec.devices.size();
       plan.device = spec.devices[drawing.choose<int64_t>(key_of("device", n), [n] {
         return rc::gen::map(choice(std::vector<int>(n, 1)), [](int k) { return int64_t{k}; });
@@ -1003,7 +1193,7 @@ std::shared_ptr<const BuilderGenerator> make_builder_generator(const FunctionSch
   g->op_name = std::move(op_name);
   g->builder = std::move(builder);
   g->spec = spec;
-  g->sample_dtypes = sample_dtypes_of(spec);
+  g->sample_dtypes = sample_dtypes_of(spec, declared_constraints(g->op_name).value_or(InputConstraints{}).dtypes);
   g->names = argument_names(schema);
   g->schema = schema;
   return g;

@@ -39,6 +39,7 @@
 
 #include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
+#include "opconform/conformance/detail/missing_backward.h"
 #include "opconform/conformance/sample.h"
 #include "opconform/conformance/tolerance.h"
 #include "opconform/core/autograd.h"
@@ -455,6 +456,47 @@ CheckResult check_slow(const Problem& p, const GradcheckOptions& o, const std::v
   return result(p, Outcome::passed, "");
 }
 
+// How v^T f_k behaves along u around the sample (input i moved by t u for t in -eps, 0, eps and
+// the half steps), judged against the disagreement it should explain. classify()'s fixed
+// thresholds suit one Jacobian entry; along a random direction of a large input the values are
+// small (|v^T J u| ~ 1/sqrt(n)), so what counts is whether the step (a jump) or the one-sided
+// differences (a kink) move the quotient by a good part of the disagreement: for a smooth f both
+// change it by O(eps f'') plus the rounding of f. Kinks on random u and v can cancel in the
+// one-sided differences, so they are also measured along |u| weighted by |v|, where each kink of
+// one kind (a slope that rises, as relu's at 0 or clamp's at min) adds up instead.
+enum class AlongU { smooth, kink, jump, rounding };
+
+AlongU smoothness_along(const Problem& p, const GradcheckOptions& o, std::vector<Tensor>& inputs, size_t i,
+                        size_t k, const std::vector<double>& u, const std::vector<double>& v, double disagreement) {
+  const Variable& var = p.inputs[i];
+  auto output_at = [&](double t, const std::vector<double>& direction) {
+    std::vector<double> moved = var.values;
+    for (size_t j = 0; j < moved.size(); ++j) moved[j] += t * direction[j];
+    inputs[i] = var.make(moved);
+    auto f = evaluate_values(p, inputs).at(k);
+    inputs[i] = var.make();
+    return f;
+  };
+  std::vector<double> abs_u(u.size()), abs_v(v.size());
+  for (size_t j = 0; j < u.size(); ++j) abs_u[j] = std::abs(u[j]);
+  for (size_t j = 0; j < v.size(); ++j) abs_v[j] = std::abs(v[j]);
+  const auto base = output_at(0, u);
+  const Stencil s{dot(v, output_at(-o.eps, u)), dot(v, base), dot(v, output_at(o.eps, u)),
+                  dot(v, output_at(-o.eps / 2, u)), dot(v, output_at(o.eps / 2, u))};
+  const double abs_minus = dot(abs_v, output_at(-o.eps, abs_u)), abs_base = dot(abs_v, base),
+               abs_plus = dot(abs_v, output_at(o.eps, abs_u));
+  const double central = (s.plus - s.minus) / (2 * o.eps), half_central = (*s.half_plus - *s.half_minus) / o.eps;
+  const double kink = std::max(std::abs((s.base - s.minus) - (s.plus - s.base)),
+                               std::abs((abs_base - abs_minus) - (abs_plus - abs_base))) / o.eps;
+  const double rounding = 16 * std::numeric_limits<double>::epsilon() *
+                          std::max({std::abs(s.plus), std::abs(s.minus), std::abs(abs_plus), std::abs(abs_minus), 1.0}) /
+                          o.eps;
+  // Within the rounding of the quotient (huge values in the sample): as right as it can tell.
+  if (disagreement <= rounding) return AlongU::rounding;
+  if (std::abs(central - half_central) > 0.25 * disagreement) return AlongU::jump;
+  return kink > 0.25 * disagreement ? AlongU::kink : AlongU::smooth;
+}
+
 // Fast mode: per output k and input i, v_k^T J u_i — numerically from one pair of forwards per
 // input along u_i, analytically from one backward per output with grad_output v_k.
 CheckResult check_fast(const Problem& p, const GradcheckOptions& o, const std::vector<Tensor>& leaves,
@@ -509,7 +551,28 @@ CheckResult check_fast(const Problem& p, const GradcheckOptions& o, const std::v
       int64_t in_elements = 0, out_elements = 0;
       for (const auto& in : p.inputs) in_elements += static_cast<int64_t>(in.values.size());
       for (const auto& out : outputs) out_elements += out.numel();
-      if (out_elements <= 4096 && in_elements * out_elements <= (int64_t{1} << 22)) return check_slow(p, o, leaves, outputs);
+      // Small enough for slow mode to be cheap (2^16 Jacobian entries: about 10 ms on an
+      // elementwise op): it judges every element, kinks and jumps included.
+      const int64_t entries = in_elements * out_elements;
+      if (out_elements <= 1024 && entries <= (int64_t{1} << 16)) return check_slow(p, o, leaves, outputs);
+      // Too large for the element-wise look: classify f along u itself (Note [Points where the op
+      // is not differentiable], along one direction). A kink or jump on the way (a large sample
+      // of floor, relu, clamp almost always has some element within eps of one) means the
+      // central difference is no derivative, and this sample cannot judge the backward; a smooth
+      // f along u means the backward is wrong.
+      const AlongU along_u = smoothness_along(p, o, inputs, i, k, u[i], v[k], std::abs(analytical[k][i] - numerical));
+      if (along_u == AlongU::rounding) continue;
+      if (along_u != AlongU::smooth) {
+        return result(p, Outcome::skipped,
+                      concat(p.check, " (fast mode) of '", p.op_name, "': the op has a ",
+                             along_u == AlongU::kink ? "kink" : "jump", " within eps = ", fmt(o.eps),
+                             " of this sample along the random direction u for ", p.inputs[i].name,
+                             " (one-sided differences disagree), where finite differences give no derivative; the ",
+                             "sample is too large to check element by element. Sample: ", p.sample, "."));
+      }
+      // Smooth along u: the backward is wrong. Slow mode names the element where its cost is
+      // bearable (seconds at 2^22 entries: only for a finding, never for a kink).
+      if (out_elements <= 4096 && entries <= (int64_t{1} << 22)) return check_slow(p, o, leaves, outputs);
       return result(p, Outcome::failed,
                     concat(p.check, " (fast mode) of '", p.op_name, "': the gradient of ", p.output_names[k],
                            " with respect to ", p.inputs[i].name, " is wrong: v^T J u is ", fmt(numerical),
@@ -590,9 +653,13 @@ CheckResult check_jacobian(const Problem& p, const GradcheckOptions& o) {
       }
     }
 
-    int64_t total = 0;
+    // Slow mode costs two forwards per input element and one backward per output element: many
+    // outputs make it as costly as many inputs (an embedding of a large index tensor into a small
+    // weight took 50 s of slow mode in one case).
+    int64_t total = 0, out_total = 0;
     for (const auto& var : p.inputs) total += static_cast<int64_t>(var.values.size());
-    bool fast = o.fast_mode.value_or(total > o.fast_mode_threshold);
+    for (const Tensor& out : outputs) out_total += out.numel();
+    bool fast = o.fast_mode.value_or(total > o.fast_mode_threshold || out_total > 16 * o.fast_mode_threshold);
     return fast ? check_fast(p, o, leaves, outputs) : check_slow(p, o, leaves, outputs);
   } catch (const Error& e) {
     return result(p, Outcome::failed,
@@ -895,6 +962,7 @@ class GradcheckCheck final : public Check {
   explicit GradcheckCheck(bool second_order) : second_order_(second_order) {}
   std::string_view name() const override { return second_order_ ? "gradgradcheck" : "gradcheck"; }
   CheckResult run(const CheckContext& ctx) const override {
+    if (auto gap = missing_backward(ctx, name())) return *gap;  // Note [Inference-only libraries]
     GradcheckOptions options;
     if (ctx.tolerance.atol) options.atol = *ctx.tolerance.atol;
     if (ctx.tolerance.rtol) options.rtol = *ctx.tolerance.rtol;

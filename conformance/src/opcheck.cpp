@@ -10,11 +10,23 @@ std::vector<std::string> default_test_utils() {
   return {"test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"};
 }
 
+namespace {
+
+// PyTorch's rule: a tolerance is a pair; one without the other is an error, not a half default.
+ToleranceSpec tolerance_of(const OperatorHandle& op, const OpcheckOptions& options) {
+  OPCONFORM_CHECK(options.atol.has_value() == options.rtol.has_value(), ErrorCode::kInvalidArgument, "opcheck('",
+                  op.name(), "'): ", options.atol ? "atol" : "rtol", " was given without ",
+                  options.atol ? "rtol" : "atol", ": give both or neither (as torch.library.opcheck)");
+  return ToleranceSpec{options.atol, options.rtol};
+}
+
+}  // namespace
+
 OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samples, const OpcheckOptions& options,
                        Registry& registry) {
+  const ToleranceSpec tolerance = tolerance_of(op, options);
   OPCONFORM_CHECK(!samples.empty(), ErrorCode::kInvalidArgument, "opcheck('", op.name(),
                   "'): no samples (pass at least one, or generate them)");
-  ToleranceSpec tolerance{options.atol, options.rtol};
   OpcheckResults results;
   for (const auto& name : options.test_utils) {
     const Check& check = check_named(name);  // throws for unknown names, listing the known ones
@@ -48,7 +60,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samp
 // failure again, the sample found first is reported as it is.
 OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, const OpcheckOptions& options,
                        Registry& registry) {
-  ToleranceSpec tolerance{options.atol, options.rtol};
+  const ToleranceSpec tolerance = tolerance_of(op, options);
   std::vector<const Check*> checks;
   for (const auto& name : options.test_utils) checks.push_back(&check_named(name));  // throws for unknown names
   GenerateSpec spec = generated;

@@ -18,6 +18,7 @@
 //      autograd as they would in a normal call: a CPU kernel composed of differentiable ops is
 //      exactly the bug to catch, and a thread-local exclusion would hide it.
 #include "opconform/conformance/detail/builtin_checks.h"
+#include "opconform/conformance/detail/missing_backward.h"
 #include "opconform/core/autograd.h"
 #include "opconform/core/custom_op.h"
 #include "opconform/core/error.h"
@@ -62,6 +63,7 @@ class TestAutogradRegistration final : public Check {
     }
 
     if (auto def = find_custom_op(op.name(), ctx.registry)) return check_custom_op(ctx, *def, sample, result);
+    if (auto gap = detail::missing_backward(ctx, kName)) return *gap;  // Note [Inference-only libraries]
 
     // A kernel at an autograd key, or a composite that gets autograd from the ops it calls.
     std::vector<DispatchKey> keys = {DispatchKey::Autograd, DispatchKey::CompositeImplicitAutograd};

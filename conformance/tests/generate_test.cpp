@@ -612,6 +612,7 @@ TEST(SampleBuilder, DrawsFollowTheSpec) {
   spec.include_non_contiguous = spec.include_empty = spec.include_scalars = spec.include_special_values = false;
   spec.max_rank = 2;
   spec.max_dim_size = 3;
+  spec.large_percent = 0;  // the caps of the ordinary tier (generate_coverage_test covers the large one)
   spec.dtypes = {DType::Float64};
   ScopedBuilder declared("gentest_d::f", [](SampleDraw& draw) {
     auto shape = draw.shape(0, 4);

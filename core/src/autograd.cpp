@@ -654,8 +654,16 @@ class FunctionNode final : public Node {
       OPCONFORM_CHECK(a.kind != ArgKind::kTensorList, ErrorCode::kSchemaMismatch, where(i), " of type ", a.type,
                       "; gradients of tensor lists are not supported");
       OPCONFORM_CHECK(a.defined, ErrorCode::kSchemaMismatch, where(i), ", which was None");
-      OPCONFORM_CHECK(std::equal(g.sizes().begin(), g.sizes().end(), a.sizes.begin(), a.sizes.end()),
-                      ErrorCode::kInvalidArgument, where(i), " of shape ", shape_string(g.sizes()),
+      // An unbacked symbolic size (data-dependent, in a captured backward: a mask's count) matches
+      // any size, as test_faketensor's rule has it: only the real run can tell.
+      const auto sym = g.sym_sizes();
+      const bool same_shape = sym.size() == a.sizes.size() &&
+                              std::equal(sym.begin(), sym.end(), a.sizes.begin(), [](const SymInt& s, int64_t n) {
+                                if (auto c = s.maybe_as_int()) return *c == n;
+                                const auto h = s.hint();
+                                return !h || *h == n;
+                              });
+      OPCONFORM_CHECK(same_shape, ErrorCode::kInvalidArgument, where(i), " of shape ", shape_string(g.sizes()),
                       ", but the argument has shape ", shape_string(a.sizes));
       OPCONFORM_CHECK(is_floating(g.dtype()) || is_complex(g.dtype()), ErrorCode::kInvalidArgument, where(i),
                       " of dtype ", opconform::name(g.dtype()), "; gradients must be floating point or complex");

@@ -1,5 +1,7 @@
 #include "opconform/core/custom_op.h"
 
+#include "opconform/core/backend_select.h"
+
 #include <map>
 #include <mutex>
 
@@ -53,25 +55,6 @@ void validate_tag_shapes(const std::string& op, const FunctionSchema& s, const s
                "(Tensor x, *, Tensor(a!) out) -> Tensor(a!); got " + s.to_string());
     }
   }
-}
-
-// Factory ops: no tensor argument, a Device argument to dispatch on.
-std::optional<size_t> factory_device_argument(const FunctionSchema& s) {
-  std::optional<size_t> device;
-  for (size_t i = 0; i < s.arguments.size(); ++i) {
-    if (is_tensor_arg(s.arguments[i])) return std::nullopt;
-    if (s.arguments[i].type.base_kind() == TypeKind::kDevice && !s.arguments[i].type.is_list() && !device) device = i;
-  }
-  return device;
-}
-
-KernelFunction backend_select_kernel(size_t device_index, size_t num_arguments) {
-  return KernelFunction::from_boxed([device_index, num_arguments](const OperatorHandle& op, DispatchKeySet keys,
-                                                                   Stack& stack) {
-    const IValue& v = stack[stack.size() - num_arguments + device_index];
-    Device device = v.is_none() ? Device::cpu() : v.to<Device>();
-    op.redispatch_boxed(keys.add(backend_key(device.type)).after(DispatchKey::BackendSelect), stack);
-  });
 }
 
 // The fake kernel the schema alone determines: inplace returns its first argument, out= its
@@ -218,8 +201,7 @@ std::shared_ptr<CustomOpState> define_custom_op(std::string name, FunctionSchema
     state->library.impl(name, wrap_fake_kernel(*fake), DispatchKey::Fake, {}, loc);
   }
   if (auto device = factory_device_argument(schema)) {
-    state->library.impl(name, backend_select_kernel(*device, schema.arguments.size()), DispatchKey::BackendSelect, {},
-                        loc);
+    state->library.impl(name, backend_select_kernel(*device), DispatchKey::BackendSelect, {}, loc);
   }
 
   auto& table = custom_op_table();

@@ -169,10 +169,15 @@ OperatorEntry& entry_for(RegistryState& state, std::string_view name) {
 }
 
 // Removes the registration with `id` from a kernel list; true when it was there.
-bool erase_id(std::list<KernelRegistration>& l, uint64_t id) {
+// Note [Kernels die outside the lock]: a kernel may own registrations of its own (an autograd
+// formula that holds a CustomOpDef, a plugin's state); destroying it while the registry's mutex is
+// held would deadlock when those unregister in turn. So an unregistration moves the kernel (and
+// the dispatch table it leaves behind) out under the lock, and they are destroyed after it.
+// Moves the registration with `id` from a kernel list into `taken`; true when it was there.
+bool take_id(std::list<KernelRegistration>& l, uint64_t id, std::list<KernelRegistration>& taken) {
   for (auto it = l.begin(); it != l.end(); ++it) {
     if (it->id == id) {
-      l.erase(it);
+      taken.splice(taken.end(), l, it);
       return true;
     }
   }
@@ -393,8 +398,13 @@ RegistrationHandle Registry::impl(std::string_view op_name, DispatchKey key, Ker
   return RegistrationHandle([weak, entry, key, id] {
     auto state = weak.lock();
     if (!state) return;
+    std::list<KernelRegistration> taken;  // destroyed after the lock (Note [Kernels die outside the lock])
+    std::array<KernelFunction, kNumRuntimeKeys> old_table;
     std::lock_guard lock(state->mutex);
-    if (erase_id(entry->kernels[static_cast<size_t>(key)], id)) recompute(*entry, *state);
+    if (take_id(entry->kernels[static_cast<size_t>(key)], id, taken)) {
+      old_table = entry->table;
+      recompute(*entry, *state);
+    }
   });
 }
 
@@ -411,9 +421,14 @@ RegistrationHandle Registry::fallback(DispatchKey key, KernelFunction kernel, Re
   return RegistrationHandle([weak, key, id] {
     auto state = weak.lock();
     if (!state) return;
+    std::list<KernelRegistration> taken;  // destroyed after the lock (Note [Kernels die outside the lock])
+    std::vector<std::array<KernelFunction, kNumRuntimeKeys>> old_tables;
     std::lock_guard lock(state->mutex);
-    if (erase_id(state->fallbacks[static_cast<size_t>(key)], id)) {
-      for (auto& [n, e] : state->ops) recompute(*e, *state);
+    if (take_id(state->fallbacks[static_cast<size_t>(key)], id, taken)) {
+      for (auto& [n, e] : state->ops) {
+        old_tables.push_back(e->table);
+        recompute(*e, *state);
+      }
     }
   });
 }

@@ -30,10 +30,13 @@ std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedC
   const DType dtype = *parse_dtype(c.dtype);
   conformance::GenerateSpec spec = reference::case_spec(c.op, dtype, ctx.samples);
   if (ctx.seed) spec.seed = *ctx.seed;
+  if (ctx.large_percent) spec.large_percent = *ctx.large_percent;
+  if (ctx.large_max_numel) spec.large_max_numel = *ctx.large_max_numel;
   spec.seed = conformance::resolve_seed(spec);  // OPCONFORM_SEED wins, as in opcheck: the seed repro lines give
   spec.devices = {Device::parse(c.device)};
   conformance::OpcheckOptions options;
   options.test_utils = checks;
+  options.raise_exception = false;  // every result is reported, not thrown
   options.reference = ctx.reference;
   auto last = std::chrono::steady_clock::now();
   std::map<std::string, double> seconds;
@@ -51,6 +54,7 @@ std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedC
     cr.outcome = r.outcome;
     cr.message = r.message;
     cr.minimal_input = r.minimal_input;
+    cr.reason = r.reason;
     cr.seconds = seconds.count(check) ? seconds[check] : 0;
     if (!r.ok()) {
       cr.repro = repro_line(ctx.repro_prefix, cr, spec.seed);

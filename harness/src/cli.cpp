@@ -59,11 +59,18 @@ struct RunFlags {
     app.add_option("--ops", ops, "Operators to check: a glob over qualified names, e.g. 'aten::add*'")
         ->capture_default_str();
     app.add_option("--checks", checks,
-                   "Comma-separated checks (default: all but the opt-in ones; see `opconform list --checks`)");
+                   "Comma-separated checks (default: every check; see `opconform list --checks`)");
     app.add_option("--device", devices, "Comma-separated devices: cpu, cuda")->capture_default_str();
     app.add_option("--dtype", dtypes, "Comma-separated dtypes (default: every dtype the op supports)");
     app.add_option("--samples", request.plan.samples, "Generated samples per case and check")
         ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_option("--large-percent", request.plan.large_percent,
+                   "Share of samples in the large tier (sizes around powers of two and tile widths; default: "
+                   "the case spec's, see docs/checks.md); 0 turns it off")
+        ->check(CLI::Range(0, 100));
+    app.add_option("--large-max-numel", request.plan.large_max_numel,
+                   "Most elements of a large-tier tensor (default: the case spec's)")
         ->check(CLI::PositiveNumber);
     app.add_option("--seed", seed, "Replace every case's fixed seed (replays a reported failure)");
     app.add_option("--jobs,-j", jobs,
@@ -82,7 +89,9 @@ struct RunFlags {
     app.add_option("--html", request.html, "HTML report path (\"\" to skip)");
     app.add_flag("--verbose,-v", request.verbose, "Print every result in full (message, minimal input, repro line)");
     app.add_option("--fail-on", fail_on,
-                   "Comma-separated outcomes that make the exit status 1 (default: failed,crashed,timed_out)");
+                   "Comma-separated outcomes that make the exit status 1, and 'untested' for cases on which every "
+                   "check was skipped or unsupported (default: failed,crashed,timed_out,untested; add unsupported "
+                   "to fail on ops without a backward)");
   }
 
   // Fills the request from the parsed flags; throws opconform::Error for bad values.
@@ -99,10 +108,7 @@ struct RunFlags {
       r.plan.shard = *s;
     }
     r.jobs = jobs >= 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    if (!fail_on.empty()) {
-      r.fail_on.clear();
-      for (const auto& o : split_list(fail_on)) r.fail_on.push_back(reports::parse_outcome(o));
-    }
+    if (!fail_on.empty()) r.fail_on = reports::parse_fail_policy(fail_on);
     r.command = join(args);
     return r;
   }
@@ -111,7 +117,7 @@ struct RunFlags {
 // 1 when a result has an outcome of --fail-on, or the library could not be loaded at all
 // (whatever --fail-on says); 2 when the filters matched nothing (a typo must not pass CI).
 int exit_status(const RunOutcome& run, const RunRequest& request) {
-  if (run.load_failed || reports::fails(run.report, request.fail_on)) return 1;
+  if (run.load_failed || reports::fails(run.report)) return 1;
   if (run.planned_cases == 0) {
     std::cerr << "opconform: no case matches --ops '" << request.plan.ops << "'"
               << (request.plan.dtypes.empty() ? "" : ", --dtype") << (request.plan.shard.count > 1 ? ", --shard" : "")
@@ -233,7 +239,7 @@ int report_merge_command(const std::vector<std::string>& inputs, const RunReques
            merged, {outputs.report_dir, outputs.json, outputs.junit, outputs.markdown, outputs.html}))
     std::cerr << "opconform: wrote " << path << "\n";
   std::cout << "opconform report merge: " << shards.size() << " reports, " << merged.results.size() << " results\n";
-  return reports::fails(merged, reports::default_fail_on()) ? 1 : 0;
+  return reports::fails(merged) ? 1 : 0;  // the shards' own --fail-on
 }
 
 }  // namespace

@@ -128,6 +128,7 @@ RunOutcome run_conformance(const RunRequest& request) {
   report.info.samples = request.plan.samples;
   report.info.seed = request.plan.seed.value_or(0);
   report.info.against = request.against_reference ? "reference" : "";
+  report.info.fail_on = request.fail_on;
   if (request.plan.shard.count > 1)
     report.info.shard = std::to_string(request.plan.shard.index) + "/" + std::to_string(request.plan.shard.count);
 
@@ -165,6 +166,10 @@ RunOutcome run_conformance(const RunRequest& request) {
     report.info.library = "reference";
   }
   if (request.plan.samples != 50) repro_prefix += " --samples " + std::to_string(request.plan.samples);
+  // The samples depend on the tier: a repro line must ask for the same one.
+  if (request.plan.large_percent) repro_prefix += " --large-percent " + std::to_string(*request.plan.large_percent);
+  if (request.plan.large_max_numel)
+    repro_prefix += " --large-max-numel " + std::to_string(*request.plan.large_max_numel);
 
   std::vector<PlannedCase> cases;
   Registry& under_test = request.library.empty() ? reference : library_registry;
@@ -173,6 +178,10 @@ RunOutcome run_conformance(const RunRequest& request) {
     plan.against_reference = request.against_reference;
     cases = plan_cases(under_test, library.get(), plan);
   }
+
+  // Filters that match nothing are a usage error (exit_status): no run, no PASS line, no report.
+  outcome.planned_cases = cases.size();
+  if (cases.empty() && load_results.empty() && (request.library.empty() || library)) return outcome;
 
   reports::ConsoleOptions console_options = reports::console_options_for(stderr);
   console_options.fail_on = request.fail_on;
@@ -185,8 +194,10 @@ RunOutcome run_conformance(const RunRequest& request) {
     report.results = load_results;
   }
 
-  CaseContext context{under_test, request.against_reference ? &reference : nullptr, request.plan.samples,
-                      request.plan.seed, repro_prefix};
+  CaseContext context{under_test,          request.against_reference ? &reference : nullptr,
+                      request.plan.samples, request.plan.seed,
+                      request.plan.large_percent, request.plan.large_max_numel,
+                      repro_prefix};
   std::vector<std::vector<reports::CaseResult>> by_case(cases.size());
   size_t done = 0;
   auto finished = [&](size_t index, std::vector<reports::CaseResult> results) {

@@ -11,6 +11,10 @@ conformance::GenerateSpec case_spec(const std::string& op, DType dtype, int samp
   for (char c : op + "/" + std::string(name(dtype))) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
   spec.seed = h | 1;
   spec.requires_grad = true;
+  // The large tier, sparsely: the main job checks 1,624 cases with clarity-first kernels, and a
+  // large sample costs as much as hundreds of small ones (measured in bench/README.md).
+  spec.large_percent = kCaseLargePercent;
+  spec.large_max_numel = kCaseLargeMaxNumel;
   return spec;
 }
 

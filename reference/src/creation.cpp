@@ -14,6 +14,7 @@
 #include <limits>
 #include <numeric>
 
+#include "opconform/core/backend_select.h"
 #include "opconform/core/fake_tensor.h"
 #include "opconform/core/generator.h"
 #include "opconform/reference/detail/calls.h"
@@ -33,18 +34,10 @@ using Ints = std::vector<int64_t>;
 
 // ---- dispatch and options ----
 
-// The BackendSelect kernel of a factory: the backend of argument `device_index` (a Device?),
-// then the kernels below BackendSelect (Fake first under a FakeTensorMode).
+// The BackendSelect kernel of a factory (core/backend_select.h): the backend of argument
+// `device_index` (a Device?).
 void backend_select(Library& lib, const std::string& op, size_t device_index) {
-  lib.impl(
-      op,
-      [device_index](const OperatorHandle& handle, DispatchKeySet keys, Stack& stack) {
-        const size_t base = stack.size() - handle.schema().arguments.size();
-        const IValue& v = stack[base + device_index];
-        const Device device = v.is_none() ? Device::cpu() : v.to<Device>();
-        handle.redispatch_boxed(keys.add(backend_key(device.type)).after(DispatchKey::BackendSelect), stack);
-      },
-      DispatchKey::BackendSelect);
+  lib.impl(op, backend_select_kernel(device_index), DispatchKey::BackendSelect);
 }
 
 void check_sizes(std::string_view op, const Ints& size) {
@@ -140,10 +133,11 @@ Scalar draw_fill_value(SampleDraw& draw, std::optional<DType> d) {
   }
   return Scalar(*d == DType::UInt8 ? draw.integer(0, 255) : draw.integer(-10, 10));
 }
-// The trailing factory arguments: layout=None, device (None or the spec's), pin_memory=None.
+// The trailing factory arguments: layout=None, device (None or any device of this machine),
+// pin_memory=None.
 void push_factory_options(Stack& args, SampleDraw& draw) {
   args.emplace_back();
-  args.push_back(draw.coin() ? IValue(draw.spec().devices.front()) : IValue());
+  args.push_back(draw.coin() ? IValue(draw.device_value()) : IValue());
   args.emplace_back();
 }
 

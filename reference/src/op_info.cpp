@@ -109,13 +109,18 @@ OpBuilder& OpBuilder::vmap(VmapRule rule) {
   return commit();
 }
 
+// The op's dtypes are part of its declared constraints, so that generated samples cover each of
+// them (GenerateSpec::dtypes empty) and ScalarType arguments take them.
 OpBuilder& OpBuilder::dtypes(std::vector<DType> dtypes) {
   info_.dtypes = std::move(dtypes);
+  info_.constraints.dtypes = info_.dtypes;
+  conformance::declare_constraints(info_.name, info_.constraints);
   return commit();
 }
 
 OpBuilder& OpBuilder::constraints(conformance::InputConstraints constraints) {
   conformance::validate_constraints(parse_schema(info_.schema), constraints);
+  if (constraints.dtypes.empty()) constraints.dtypes = info_.dtypes;
   conformance::declare_constraints(info_.name, constraints);
   info_.constraints = std::move(constraints);
   return commit();

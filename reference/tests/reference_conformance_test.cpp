@@ -77,6 +77,7 @@ TEST_P(ReferenceConformance, PassesEveryCheck) {
   GenerateSpec spec = case_spec(c.op, c.dtype, sample_count());
   OpcheckOptions options;
   options.test_utils = check_names();
+  options.raise_exception = false;
   OpcheckResults results = opcheck(op, spec, options, registry);
   // Every check passes or is skipped with its reason; `mistrusted` (every comparison trivially
   // equal on every sample, as isinf on integers, which is always false) is not a finding either.

@@ -145,9 +145,8 @@ void ConsoleListener::draw_progress(const std::string& text) {
 }
 
 void ConsoleListener::on_case_done(const std::vector<CaseResult>& results, size_t done, size_t total) {
-  const auto& fail_on = options_.fail_on;
   for (const CaseResult& r : results) {
-    if (std::find(fail_on.begin(), fail_on.end(), r.outcome) != fail_on.end()) ++failures_;
+    if (options_.fail_on.fails_on(r.outcome)) ++failures_;
   }
   if (options_.quiet) return;
   bool printed = false;
@@ -174,6 +173,38 @@ void ConsoleListener::on_case_done(const std::vector<CaseResult>& results, size_
   std::fflush(out_);
 }
 
+// Every untested case, with the reason of its first check (Note [Untested is not a pass]).
+void ConsoleListener::print_untested(const Report& report) {
+  const auto untested = untested_cases(report);
+  if (untested.empty()) return;
+  const bool failing = options_.fail_on.untested;
+  std::fprintf(out_, "%s\n",
+               paint(std::to_string(untested.size()) + " untested case" + (untested.size() == 1 ? "" : "s") +
+                         " (every check skipped or unsupported" + (failing ? "; --fail-on untested)" : ")"),
+                     failing ? kRed : color_of(Outcome::unsupported), options_.color)
+                   .c_str());
+  constexpr size_t kShown = 20;
+  for (size_t k = 0; k < untested.size() && k < kShown; ++k) {
+    const auto& c = untested[k];
+    std::fprintf(out_, "  UNTESTED %s: %s\n", detail::visible_text(c.key()).c_str(),
+                 c.reasons.empty() ? "" : detail::visible_text(c.reasons.front()).c_str());
+  }
+  if (untested.size() > kShown) std::fprintf(out_, "  ... and %zu more (report.md lists them all)\n", untested.size() - kShown);
+}
+
+// Ops whose gradient checks were unsupported for want of a backward (CheckResult::reason).
+void ConsoleListener::print_inference_only(const Report& report) {
+  std::vector<std::string> ops;
+  for (const CaseResult& r : report.results)
+    if (r.reason == conformance::kNoBackward && std::find(ops.begin(), ops.end(), r.op) == ops.end()) ops.push_back(r.op);
+  if (ops.empty()) return;
+  std::string list;
+  for (size_t k = 0; k < ops.size() && k < 8; ++k) list += (k ? ", " : "") + detail::visible_text(ops[k]);
+  if (ops.size() > 8) list += ", ...";
+  std::fprintf(out_, "inference only: %zu op%s without backward (%s)%s\n", ops.size(), ops.size() == 1 ? "" : "s",
+               list.c_str(), options_.fail_on.fails_on(Outcome::unsupported) ? "" : "; --fail-on unsupported fails on them");
+}
+
 void ConsoleListener::on_run_end(const Report& report) {
   // The last progress line stays, with the run's final rate.
   if (drawn_width_ > 0) std::fputs("\n", out_);
@@ -186,6 +217,8 @@ void ConsoleListener::on_run_end(const Report& report) {
   }
   std::fprintf(out_, "%zu results in %s s: %s\n", report.results.size(), detail::fixed(report.seconds, 1).c_str(),
                counts.c_str());
+  print_untested(report);
+  print_inference_only(report);
   const bool failed = fails(report, options_.fail_on);
   std::fprintf(out_, "%s\n",
                failed ? paint("FAIL", kRed, options_.color).c_str() : paint("PASS", color_of(Outcome::passed), options_.color).c_str());

@@ -57,6 +57,9 @@ code, pre { font-family: ui-monospace, "SFMono-Regular", "DejaVu Sans Mono", Men
 #matrix td.cell { background: var(--c); color: #fff; cursor: default; }
 #matrix td.cell.o-skipped, #matrix td.cell.o-unsupported, #matrix td.cell.o-mistrusted { color: var(--ink); }
 #matrix td.cell.has-failure { cursor: pointer; }
+.verdict { font-weight: 600; margin: 4px 0 8px; }
+.verdict.fail { color: var(--failed); } .verdict.pass { color: var(--passed); }
+table.untested { border-collapse: collapse; } table.untested td { border: 1px solid var(--line); padding: 3px 8px; vertical-align: top; }
 #matrix td.empty { background: repeating-linear-gradient(45deg, #fff, #fff 4px, #f3f4f6 4px, #f3f4f6 8px); }
 .none { color: var(--muted); padding: 12px; }
 .failure { border: 1px solid var(--line); border-left: 6px solid var(--c); border-radius: 6px;
@@ -276,6 +279,29 @@ std::string script_safe(std::string_view json) {
   return out;
 }
 
+// The verdict and the untested cases, as static markup (no script needed to see them).
+// Note [Untested is not a pass] (report.cpp).
+std::string verdict_section(const Report& report) {
+  const auto untested = untested_cases(report);
+  const bool failed = fails(report);
+  std::string out = "<section id=\"verdict\">\n<p class=\"verdict " + std::string(failed ? "fail" : "pass") +
+                    "\">Verdict: " + (failed ? "FAIL" : "PASS") + " &mdash; " + std::to_string(untested.size()) +
+                    " untested case" + (untested.size() == 1 ? "" : "s") + "; fails on <code>" +
+                    html(to_string(report.info.fail_on)) + "</code></p>\n";
+  if (!untested.empty()) {
+    out += "<h2>Untested (" + std::to_string(untested.size()) +
+           ")</h2>\n<p>No check tested these cases: every one was skipped or unsupported.</p>\n"
+           "<table class=\"untested\">\n";
+    for (const UntestedCase& c : untested) {
+      out += "<tr><td><code>" + html(c.key()) + "</code></td><td>";
+      for (size_t k = 0; k < c.reasons.size(); ++k) out += (k ? "<br>" : "") + html(c.reasons[k]);
+      out += "</td></tr>\n";
+    }
+    out += "</table>\n";
+  }
+  return out + "</section>\n";
+}
+
 }  // namespace
 
 std::string to_html(const Report& report) {
@@ -289,6 +315,7 @@ std::string to_html(const Report& report) {
   page += "<noscript><p>This report is drawn by JavaScript, which is off; the results are the JSON in the "
           "element with id \"report-data\" in this file's source.</p></noscript>\n";
   page += "<section id=\"totals\" class=\"totals\"></section>\n";
+  page += verdict_section(report);
   page += "<section class=\"controls\">\n"
           "<fieldset id=\"outcome-filter\"><legend>Outcomes</legend></fieldset>\n"
           "<label>Op <input id=\"op-filter\" type=\"search\" placeholder=\"part of a name, e.g. aten::add\"></label>\n"

@@ -77,6 +77,16 @@ RunInfo read_info(const Json& j, const std::string& path) {
   info.seed = unsigned_field(j, "seed", path, std::numeric_limits<uint64_t>::max());
   info.samples = static_cast<int>(unsigned_field(j, "samples", path, std::numeric_limits<int>::max()));
   info.shard = string_field(j, "shard", path);
+  // Reports written before the policy was recorded failed on failed, crashed and timed_out.
+  if (j.contains("fail_on")) {
+    try {
+      info.fail_on = parse_fail_policy(string_field(j, "fail_on", path));
+    } catch (const Error& e) {
+      fail(join(path, "fail_on"), e.message());
+    }
+  } else {
+    info.fail_on = FailPolicy{FailPolicy{}.outcomes, false};
+  }
   return info;
 }
 
@@ -102,6 +112,7 @@ CaseResult read_result(const Json& j, const std::string& path) {
     fail(path + ".minimal_input", "expected a string or null, got " + type_name(minimal));
   }
   r.seconds = number_field(j, "seconds", path);
+  if (j.contains("reason")) r.reason = string_field(j, "reason", path);
   return r;
 }
 
@@ -114,7 +125,8 @@ OrderedJson result_object(const CaseResult& r) {
           {"message", r.message},
           {"repro", r.repro},
           {"minimal_input", r.minimal_input ? OrderedJson(*r.minimal_input) : OrderedJson(nullptr)},
-          {"seconds", finite_or_zero(r.seconds)}};
+          {"seconds", finite_or_zero(r.seconds)},
+          {"reason", r.reason}};
 }
 
 }  // namespace
@@ -137,15 +149,22 @@ std::string to_json(const Report& report) {
   const RunInfo& i = report.info;
   OrderedJson info = {{"tool_version", i.tool_version}, {"library", i.library}, {"library_path", i.library_path},
                       {"against", i.against},           {"command", i.command}, {"started_at", i.started_at},
-                      {"seed", i.seed},                 {"samples", i.samples}, {"shard", i.shard}};
+                      {"seed", i.seed},                 {"samples", i.samples}, {"shard", i.shard},
+                      {"fail_on", to_string(i.fail_on)}};
   OrderedJson summary = OrderedJson::object();
   for (Outcome o : detail::all_outcomes()) summary[std::string(conformance::to_string(o))] = report.count(o);
+  const auto untested = untested_cases(report);
+  summary["untested_cases"] = untested.size();
+  OrderedJson untested_list = OrderedJson::array();
+  for (const UntestedCase& c : untested)
+    untested_list.push_back({{"op", c.op}, {"device", c.device}, {"dtype", c.dtype}, {"reasons", c.reasons}});
   OrderedJson results = OrderedJson::array();
   for (const CaseResult& r : report.results) results.push_back(result_object(r));
   OrderedJson doc = {{"schema_version", Report::kSchemaVersion},
                      {"info", std::move(info)},
                      {"seconds", finite_or_zero(report.seconds)},
                      {"summary", std::move(summary)},
+                     {"untested", std::move(untested_list)},
                      {"results", std::move(results)}};
   // Invalid UTF-8 (a kernel's message may hold any bytes) becomes U+FFFD rather than an exception.
   return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -186,6 +205,14 @@ Report report_from_json(std::string_view text) {
     if (said != report.count(o)) {
       fail("summary." + name, "says " + std::to_string(said) + " but the results hold " +
                                   std::to_string(report.count(o)) + " (an edited or incomplete file)");
+    }
+  }
+  if (summary.contains("untested_cases")) {
+    const uint64_t said = unsigned_field(summary, "untested_cases", "summary", std::numeric_limits<uint64_t>::max());
+    const size_t actual = untested_cases(report).size();
+    if (said != actual) {
+      fail("summary.untested_cases", "says " + std::to_string(said) + " but the results hold " +
+                                         std::to_string(actual) + " (an edited or incomplete file)");
     }
   }
   return report;

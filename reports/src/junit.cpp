@@ -1,6 +1,9 @@
 // JUnit XML (writers.h: to_junit), the format CI systems (GitLab, Jenkins, GitHub actions that
-// read test reports) show as test results. Counts follow the common Ant/Surefire schema:
-// failures (failed, mistrusted), errors (crashed, timed_out), skipped (skipped, unsupported).
+// read test reports) show as test results. Counts follow the common Ant/Surefire schema.
+// Note [JUnit agrees with the exit status]: a result is a <failure> (an <error> when crashed or
+// timed out) exactly when the report's FailPolicy (--fail-on) makes it fail the run; every other
+// non-passing result, and each untested case, is <skipped> with its message. So a run that exits
+// 0 never shows a failed test in Jenkins or GitLab, and one that exits 1 always does.
 #include <map>
 #include <sstream>
 
@@ -41,17 +44,32 @@ std::string case_name(const CaseResult& r) {
   return r.check + "[" + r.device + (r.dtype.empty() ? "" : "," + r.dtype) + "]";
 }
 
+enum class Kind { pass, failure, error, skipped };
+
+// Note [JUnit agrees with the exit status].
+Kind kind_of(Outcome o, const FailPolicy& policy) {
+  if (policy.fails_on(o)) return o == Outcome::crashed || o == Outcome::timed_out ? Kind::error : Kind::failure;
+  return o == Outcome::passed ? Kind::pass : Kind::skipped;
+}
+
+// One <testcase>: a result, or an untested case.
+struct Entry {
+  std::string name, classname, type, summary, body;
+  Kind kind = Kind::pass;
+  double seconds = 0;
+};
+
 struct Counts {
   size_t tests = 0, failures = 0, errors = 0, skipped = 0;
   double seconds = 0;
-  void add(const CaseResult& r) {
+  void add(const Entry& e) {
     ++tests;
-    seconds += r.seconds;
-    switch (r.outcome) {
-      case Outcome::failed: case Outcome::mistrusted: ++failures; break;
-      case Outcome::crashed: case Outcome::timed_out: ++errors; break;
-      case Outcome::skipped: case Outcome::unsupported: ++skipped; break;
-      case Outcome::passed: break;
+    seconds += e.seconds;
+    switch (e.kind) {
+      case Kind::failure: ++failures; break;
+      case Kind::error: ++errors; break;
+      case Kind::skipped: ++skipped; break;
+      case Kind::pass: break;
     }
   }
   std::string attributes() const {
@@ -62,36 +80,41 @@ struct Counts {
   }
 };
 
-// The body of a <failure> or <error>: the whole message, then what replays it.
-std::string details(const CaseResult& r) {
+Entry entry_of(const CaseResult& r, const FailPolicy& policy) {
+  // The body of a <failure> or <error>: the whole message, then what replays it.
   std::string body = r.message;
   if (r.minimal_input) body += "\nminimal input: " + *r.minimal_input;
   if (!r.repro.empty()) body += "\nrepro: " + r.repro;
-  return text(body);
+  return {case_name(r), r.op, std::string(conformance::to_string(r.outcome)), std::string(detail::first_line(r.message)),
+          body, kind_of(r.outcome, policy), r.seconds};
 }
 
-void write_case(std::ostringstream& out, const CaseResult& r) {
-  out << "    <testcase name=\"" << attr(case_name(r)) << "\" classname=\"" << attr(r.op) << "\" time=\""
-      << detail::fixed(r.seconds, 3) << "\"";
-  const std::string outcome(conformance::to_string(r.outcome));
-  const std::string summary = attr(detail::first_line(r.message));
-  switch (r.outcome) {
-    case Outcome::passed:
+Entry entry_of(const UntestedCase& c, const FailPolicy& policy) {
+  std::string body = "every check was skipped or unsupported on this case, so nothing was tested:";
+  for (const auto& reason : c.reasons) body += "\n  " + reason;
+  return {"untested[" + c.device + "," + c.dtype + "]", c.op, "untested",
+          "no check tested " + c.key() + " (" + std::to_string(c.reasons.size()) + " skipped or unsupported)", body,
+          policy.untested ? Kind::failure : Kind::skipped, 0};
+}
+
+void write_case(std::ostringstream& out, const Entry& e) {
+  out << "    <testcase name=\"" << attr(e.name) << "\" classname=\"" << attr(e.classname) << "\" time=\""
+      << detail::fixed(e.seconds, 3) << "\"";
+  switch (e.kind) {
+    case Kind::pass:
       out << "/>\n";
       return;
-    case Outcome::skipped:
-    case Outcome::unsupported:
+    case Kind::skipped:
       // <skipped> has a message and no type: the outcome leads the message.
-      out << ">\n      <skipped message=\"" << outcome << ": " << summary << "\"/>\n";
+      out << ">\n      <skipped message=\"" << attr(e.type) << ": " << attr(e.summary) << "\"/>\n";
       break;
-    case Outcome::failed:
-    case Outcome::mistrusted:
-      out << ">\n      <failure type=\"" << outcome << "\" message=\"" << summary << "\">" << details(r) << "</failure>\n";
+    case Kind::failure:
+    case Kind::error: {
+      const char* tag = e.kind == Kind::failure ? "failure" : "error";
+      out << ">\n      <" << tag << " type=\"" << attr(e.type) << "\" message=\"" << attr(e.summary) << "\">"
+          << text(e.body) << "</" << tag << ">\n";
       break;
-    case Outcome::crashed:
-    case Outcome::timed_out:
-      out << ">\n      <error type=\"" << outcome << "\" message=\"" << summary << "\">" << details(r) << "</error>\n";
-      break;
+    }
   }
   out << "    </testcase>\n";
 }
@@ -99,25 +122,26 @@ void write_case(std::ostringstream& out, const CaseResult& r) {
 }  // namespace
 
 std::string to_junit(const Report& report) {
-  // One suite per op, ops in order of name, cases in run order within an op.
-  std::map<std::string, std::vector<const CaseResult*>> by_op;
+  // One suite per op, ops in order of name, cases in run order within an op, then its untested cases.
+  const FailPolicy& policy = report.info.fail_on;
+  std::map<std::string, std::vector<Entry>> by_op;
   Counts total;
-  for (const CaseResult& r : report.results) {
-    by_op[r.op].push_back(&r);
-    total.add(r);
-  }
+  for (const CaseResult& r : report.results) by_op[r.op].push_back(entry_of(r, policy));
+  for (const UntestedCase& c : untested_cases(report)) by_op[c.op].push_back(entry_of(c, policy));
+  for (const auto& [op, entries] : by_op)
+    for (const Entry& e : entries) total.add(e);
   std::ostringstream out;
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out << "<testsuites name=\"opconform " << attr(report.info.library) << "\" " << total.attributes() << " time=\""
       << detail::fixed(report.seconds, 3) << "\">\n";
   for (const auto& [op, results] : by_op) {
     Counts counts;
-    for (const CaseResult* r : results) counts.add(*r);
+    for (const Entry& e : results) counts.add(e);
     out << "  <testsuite name=\"" << attr(op) << "\" " << counts.attributes() << " time=\""
         << detail::fixed(counts.seconds, 3) << "\"";
     if (!report.info.started_at.empty()) out << " timestamp=\"" << attr(report.info.started_at) << "\"";
     out << ">\n";
-    for (const CaseResult* r : results) write_case(out, *r);
+    for (const Entry& e : results) write_case(out, e);
     out << "  </testsuite>\n";
   }
   out << "</testsuites>\n";

@@ -83,6 +83,23 @@ void write_summary(std::ostringstream& out, const Report& report) {
   out << "## Summary\n\n| outcome | results |\n| --- | ---: |\n";
   for (Outcome o : detail::all_outcomes()) out << "| " << o << " | " << report.count(o) << " |\n";
   out << "| **total** | **" << report.results.size() << "** |\n\n";
+  const size_t untested = untested_cases(report).size();
+  out << "Untested cases (every check skipped or unsupported): **" << untested << "**. Fails the run on: "
+      << md_code(to_string(report.info.fail_on)) << ". Verdict: **" << (fails(report) ? "FAIL" : "PASS") << "**.\n\n";
+}
+
+// Note [Untested is not a pass] (report.cpp).
+void write_untested(std::ostringstream& out, const Report& report) {
+  const auto untested = untested_cases(report);
+  if (untested.empty()) return;
+  out << "## Untested (" << untested.size() << ")\n\nNo check tested these cases: every one was skipped or "
+      << "unsupported.\n\n| case | reasons |\n| --- | --- |\n";
+  for (const UntestedCase& c : untested) {
+    std::string reasons;
+    for (const auto& r : c.reasons) reasons += (reasons.empty() ? "" : "<br>") + md_cell(md_code(r));
+    out << "| " << md_cell(md_code(c.key())) << " | " << reasons << " |\n";
+  }
+  out << "\n";
 }
 
 void write_op_table(std::ostringstream& out, const Report& report) {
@@ -130,6 +147,7 @@ std::string to_markdown(const Report& report) {
   write_info(out, report);
   write_summary(out, report);
   write_op_table(out, report);
+  write_untested(out, report);
   write_not_passing(out, report);
   std::string text = out.str();
   while (text.size() >= 2 && text[text.size() - 1] == '\n' && text[text.size() - 2] == '\n') text.pop_back();

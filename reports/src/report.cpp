@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <map>
 
 #include "opconform/core/error.h"
 #include "opconform/reports/detail/text.h"
@@ -16,12 +17,77 @@ size_t Report::count(Outcome o) const {
   return static_cast<size_t>(std::count_if(results.begin(), results.end(), [o](const CaseResult& r) { return r.outcome == o; }));
 }
 
-std::vector<Outcome> default_fail_on() { return {Outcome::failed, Outcome::crashed, Outcome::timed_out}; }
+bool FailPolicy::fails_on(Outcome o) const { return std::find(outcomes.begin(), outcomes.end(), o) != outcomes.end(); }
 
-bool fails(const Report& report, const std::vector<Outcome>& fail_on) {
-  return std::any_of(report.results.begin(), report.results.end(), [&](const CaseResult& r) {
-    return std::find(fail_on.begin(), fail_on.end(), r.outcome) != fail_on.end();
-  });
+std::string to_string(const FailPolicy& policy) {
+  std::string out;
+  for (Outcome o : policy.outcomes) out += (out.empty() ? "" : ",") + std::string(conformance::to_string(o));
+  if (policy.untested) out += out.empty() ? "untested" : ",untested";
+  return out;
+}
+
+FailPolicy parse_fail_policy(std::string_view list) {
+  FailPolicy policy{{}, false};
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string_view name = list.substr(start, comma - start);
+    if (name == "untested") policy.untested = true;
+    else if (!name.empty()) {
+      try {
+        const Outcome o = parse_outcome(name);
+        if (!policy.fails_on(o)) policy.outcomes.push_back(o);
+      } catch (const Error&) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    ::opconform::detail::concat("--fail-on: unknown name '", name,
+                                                "' (known: failed, crashed, timed_out, mistrusted, unsupported, "
+                                                "skipped, passed, untested)"));
+      }
+    }
+    start = comma + 1;
+  }
+  OPCONFORM_CHECK(!policy.outcomes.empty() || policy.untested, ErrorCode::kInvalidArgument,
+                  "--fail-on: an empty list (name at least one outcome, or untested)");
+  return policy;
+}
+
+std::string UntestedCase::key() const { return op + " [" + device + ", " + dtype + "]"; }
+
+// Note [Untested is not a pass]: a check that was skipped (not applicable) or unsupported (no
+// kernel) proved nothing; a case where that is true of every check proved nothing at all, however
+// green its row looks. It is a verdict of its own, computed here from the results (never stored
+// apart from them, so no writer can disagree), shown by every writer and the console, and it fails
+// the run by default (FailPolicy::untested); `--fail-on` without "untested" relaxes it.
+std::vector<UntestedCase> untested_cases(const Report& report) {
+  struct Seen {
+    UntestedCase c;
+    bool tested = false;
+  };
+  std::vector<Seen> cases;  // in run order
+  std::map<std::string, size_t> index;
+  for (const CaseResult& r : report.results) {
+    if (r.check == "load") continue;
+    UntestedCase c{r.op, r.device, r.dtype, {}};
+    auto [it, added] = index.try_emplace(c.key(), cases.size());
+    if (added) cases.push_back({std::move(c), false});
+    Seen& seen = cases[it->second];
+    if (r.outcome != Outcome::skipped && r.outcome != Outcome::unsupported) seen.tested = true;
+    else
+      seen.c.reasons.push_back(r.check + ": " + std::string(conformance::to_string(r.outcome)) + " — " +
+                               std::string(detail::first_line(r.message)));
+  }
+  std::vector<UntestedCase> out;
+  for (auto& s : cases)
+    if (!s.tested) out.push_back(std::move(s.c));
+  return out;
+}
+
+bool fails(const Report& report) { return fails(report, report.info.fail_on); }
+
+bool fails(const Report& report, const FailPolicy& policy) {
+  const bool a_result_fails = std::any_of(report.results.begin(), report.results.end(),
+                                          [&](const CaseResult& r) { return policy.fails_on(r.outcome); });
+  return a_result_fails || (policy.untested && !untested_cases(report).empty());
 }
 
 Outcome parse_outcome(std::string_view name) {

@@ -82,13 +82,42 @@ TEST(ReportsConsole, PlainOutputNamesEachResultNotOkAndEveryTenthOfTheRun) {
   EXPECT_THAT(text, HasSubstr("[ 5/10] 50%  1 failing  0.8 cases/s  ETA 0:06"));
   EXPECT_THAT(text, Not(HasSubstr("SKIPPED")));  // skipped is ok
   EXPECT_THAT(text, HasSubstr("12 results in 12.5 s: 4 passed, 3 failed, 1 skipped, 1 unsupported, 1 crashed, "
-                              "1 timed_out, 1 mistrusted\nFAIL\n"));
+                              "1 timed_out, 1 mistrusted\n"));
 }
 
 TEST(ReportsConsole, QuietShowsOnlyTheSummary) {
   const std::string text = console_output({.terminal = true, .color = false, .quiet = true});
   EXPECT_EQ(text, "12 results in 12.5 s: 4 passed, 3 failed, 1 skipped, 1 unsupported, 1 crashed, "
-                  "1 timed_out, 1 mistrusted\nFAIL\n");
+                  "1 timed_out, 1 mistrusted\n"
+                  "2 untested cases (every check skipped or unsupported; --fail-on untested)\n"
+                  "  UNTESTED aten::add.Tensor [cuda, float16]: gradcheck: skipped — gradcheck needs float64 or "
+                  "complex128: float16 is too coarse for finite differences\n"
+                  "  UNTESTED aten::mul.Tensor [cuda, bfloat16]: stride_invariance: unsupported — no kernel for "
+                  "aten::mul.Tensor on cuda for bfloat16 (the library does not implement it)\n"
+                  "FAIL\n");
+}
+
+// Note [Untested is not a pass]: a run whose results are all skipped says FAIL, and why.
+TEST(ReportsConsole, AnUntestedRunSaysFailAndInferenceOnlyOpsAreCounted) {
+  std::FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  ConsoleListener listener(file, {});
+  Report report;
+  report.results = {testing::result("op", "c", "cpu", "float32", Outcome::skipped, "nothing applies")};
+  CaseResult no_backward = testing::result("aten::neg", "gradcheck", "cpu", "float32", Outcome::unsupported, "no bwd");
+  no_backward.reason = std::string(conformance::kNoBackward);
+  report.results.push_back(no_backward);
+  report.results.push_back(testing::result("aten::neg", "test_schema", "cpu", "float32", Outcome::passed));
+  listener.on_run_start(report.info, 0);
+  listener.on_run_end(report);
+  std::rewind(file);
+  char buffer[1024] = {};
+  std::fread(buffer, 1, sizeof buffer - 1, file);
+  std::fclose(file);
+  EXPECT_THAT(buffer, HasSubstr("1 untested case (every check skipped or unsupported; --fail-on untested)\n"
+                                "  UNTESTED op [cpu, float32]: c: skipped — nothing applies\n"));
+  EXPECT_THAT(buffer, HasSubstr("inference only: 1 op without backward (aten::neg); --fail-on unsupported fails on them\n"));
+  EXPECT_THAT(buffer, HasSubstr("\nFAIL\n"));
 }
 
 TEST(ReportsConsole, APassingRunSaysPass) {

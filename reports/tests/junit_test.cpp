@@ -91,8 +91,8 @@ TEST(ReportsJunit, IsWellFormedXml) {
 TEST(ReportsJunit, CountsPerSuiteAndInTotal) {
   const std::string xml = to_junit(sample_report());
   EXPECT_THAT(xml, HasSubstr("<testsuites name=\"opconform vendor-ops 2.3 &lt;beta&gt; &amp; &quot;friends&quot;\" "
-                             "tests=\"12\" failures=\"4\" errors=\"2\" skipped=\"2\" time=\"12.500\">"));
-  EXPECT_THAT(xml, HasSubstr("<testsuite name=\"aten::add.Tensor\" tests=\"4\" failures=\"1\" errors=\"0\" skipped=\"1\" "
+                             "tests=\"14\" failures=\"5\" errors=\"2\" skipped=\"3\" time=\"12.500\">"));
+  EXPECT_THAT(xml, HasSubstr("<testsuite name=\"aten::add.Tensor\" tests=\"5\" failures=\"2\" errors=\"0\" skipped=\"1\" "
                              "time=\"0.762\" timestamp=\"2026-12-01T03:04:05Z\">"));
   EXPECT_THAT(xml, HasSubstr("<testcase name=\"gradcheck[cpu,float32]\" classname=\"aten::add.Tensor\" time=\"0.500\">"));
   EXPECT_THAT(xml, HasSubstr("<testcase name=\"load\" classname=\"vendor::broken\""));
@@ -118,7 +118,12 @@ TEST(ReportsJunit, EscapesEverythingXmlCannotHoldAsIs) {
 TEST(ReportsJunit, MapsOutcomesToElements) {
   const std::string xml = to_junit(sample_report());
   EXPECT_THAT(xml, HasSubstr("<failure type=\"failed\""));
-  EXPECT_THAT(xml, HasSubstr("<failure type=\"mistrusted\""));
+  // Mistrusted does not fail the run by default, so it is no <failure> either.
+  EXPECT_THAT(xml, HasSubstr("<skipped message=\"mistrusted: every output element was zero"));
+  EXPECT_THAT(xml, Not(HasSubstr("<failure type=\"mistrusted\"")));
+  // Each untested case is a test case of its own, failing as the run does by default.
+  EXPECT_THAT(xml, HasSubstr("<testcase name=\"untested[cuda,float16]\" classname=\"aten::add.Tensor\""));
+  EXPECT_THAT(xml, HasSubstr("<failure type=\"untested\" message=\"no check tested aten::add.Tensor [cuda, float16]"));
   EXPECT_THAT(xml, HasSubstr("<error type=\"crashed\""));
   EXPECT_THAT(xml, HasSubstr("<error type=\"timed_out\""));
   EXPECT_THAT(xml, HasSubstr("<skipped message=\"skipped: gradcheck needs"));
@@ -126,6 +131,33 @@ TEST(ReportsJunit, MapsOutcomesToElements) {
   // The body says how to replay it.
   EXPECT_THAT(xml, HasSubstr("minimal input: self: tensor([[1, 2], [3, 4]])"));
   EXPECT_THAT(xml, HasSubstr("repro: opconform repro --library /opt/vendor/lib/libvendor_ops.so --op aten::index_put"));
+}
+
+// Note [JUnit agrees with the exit status]: over several policies, the XML has a failure or an
+// error exactly when fails() says the run fails.
+TEST(ReportsJunit, FailuresAndErrorsExactlyWhenTheRunFails) {
+  const std::vector<FailPolicy> policies = {FailPolicy{},
+                                            FailPolicy{{Outcome::mistrusted}, false},
+                                            FailPolicy{{Outcome::unsupported}, false},
+                                            FailPolicy{{}, true},
+                                            FailPolicy{{Outcome::crashed}, false}};
+  Report passing;
+  passing.results = {testing::result("a", "c", "cpu", "float32", Outcome::passed),
+                     testing::result("a", "d", "cpu", "float32", Outcome::mistrusted)};
+  Report untested;
+  untested.results = {testing::result("a", "c", "cpu", "float32", Outcome::skipped)};
+  for (Report report : {sample_report(), passing, untested}) {
+    for (const FailPolicy& policy : policies) {
+      report.info.fail_on = policy;
+      const std::string xml = to_junit(report);
+      const bool has_failure = xml.find("<failure") != std::string::npos || xml.find("<error") != std::string::npos;
+      EXPECT_EQ(has_failure, fails(report)) << to_string(policy) << "\n" << xml;
+    }
+  }
+  Report strict = sample_report();
+  strict.info.fail_on = FailPolicy{{Outcome::mistrusted}, false};
+  EXPECT_THAT(to_junit(strict), HasSubstr("<failure type=\"mistrusted\""));
+  EXPECT_THAT(to_junit(strict), HasSubstr("<skipped message=\"failed: gradient of"));
 }
 
 }  // namespace

@@ -34,13 +34,47 @@ TEST(ReportsModel, CountsEveryOutcome) {
 }
 
 TEST(ReportsModel, FailsOnTheChosenOutcomes) {
-  EXPECT_THAT(default_fail_on(), ElementsAre(Outcome::failed, Outcome::crashed, Outcome::timed_out));
+  const FailPolicy defaults;
+  EXPECT_THAT(defaults.outcomes, ElementsAre(Outcome::failed, Outcome::crashed, Outcome::timed_out));
+  EXPECT_TRUE(defaults.untested);
   Report r;
   r.results = {result("a", "c", "cpu", "float32", Outcome::passed), result("a", "d", "cpu", "float32", Outcome::mistrusted)};
-  EXPECT_FALSE(fails(r, default_fail_on()));
-  EXPECT_TRUE(fails(r, {Outcome::mistrusted}));
-  EXPECT_FALSE(fails(Report{}, default_fail_on()));
-  EXPECT_TRUE(fails(sample_report(), default_fail_on()));
+  EXPECT_FALSE(fails(r, defaults));
+  EXPECT_TRUE(fails(r, FailPolicy{{Outcome::mistrusted}, false}));
+  EXPECT_FALSE(fails(Report{}, defaults));
+  EXPECT_TRUE(fails(sample_report(), defaults));
+  // The report's own policy decides fails(report).
+  r.info.fail_on = FailPolicy{{Outcome::mistrusted}, false};
+  EXPECT_TRUE(fails(r));
+}
+
+// Note [Untested is not a pass]: a case whose every check was skipped or unsupported.
+TEST(ReportsModel, UntestedCasesAreThoseWhereNoCheckTestedAnything) {
+  Report r;
+  r.results = {result("a", "c", "cpu", "float32", Outcome::skipped, "no grad"),
+               result("a", "d", "cpu", "float32", Outcome::unsupported, "no kernel\nsecond line"),
+               result("a", "c", "cpu", "float64", Outcome::skipped),
+               result("a", "d", "cpu", "float64", Outcome::passed),
+               result("b", "c", "cpu", "float32", Outcome::mistrusted),  // ran: proved little, but tested
+               result("lib", "load", "", "", Outcome::skipped)};         // load problems are not cases
+  const auto untested = untested_cases(r);
+  ASSERT_EQ(untested.size(), 1u);
+  EXPECT_EQ(untested[0].key(), "a [cpu, float32]");
+  EXPECT_THAT(untested[0].reasons, ElementsAre("c: skipped — no grad", "d: unsupported — no kernel"));
+  EXPECT_TRUE(fails(r, FailPolicy{}));                            // untested fails by default
+  EXPECT_FALSE(fails(r, FailPolicy{FailPolicy{}.outcomes, false}));  // --fail-on without untested
+}
+
+TEST(ReportsModel, ParsesTheFailPolicy) {
+  const FailPolicy p = parse_fail_policy("failed,unsupported,untested");
+  EXPECT_THAT(p.outcomes, ElementsAre(Outcome::failed, Outcome::unsupported));
+  EXPECT_TRUE(p.untested);
+  EXPECT_EQ(to_string(p), "failed,unsupported,untested");
+  EXPECT_FALSE(parse_fail_policy("crashed").untested);
+  EXPECT_EQ(parse_fail_policy(to_string(FailPolicy{})), FailPolicy{});
+  EXPECT_THAT(opconform::testing::error_of([] { parse_fail_policy("failed,exploded"); }).what(),
+              HasSubstr("unknown name 'exploded'"));
+  EXPECT_THAT(opconform::testing::error_of([] { parse_fail_policy(","); }).what(), HasSubstr("an empty list"));
 }
 
 TEST(ReportsModel, ParsesOutcomeNamesAndNamesTheKnownOnesOnError) {

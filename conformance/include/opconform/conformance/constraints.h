@@ -88,7 +88,14 @@ inline Relation elements_same_shape(std::string list_arg) {
 struct InputConstraints {
   std::map<std::string, ArgConstraint, std::less<>> args;  // by argument name
   std::vector<Relation> relations;
+  // The dtypes the op accepts: generated samples cover each of them (GenerateSpec::dtypes, when
+  // set, wins) and ScalarType arguments take them. Empty: float32 and float64.
+  std::vector<DType> dtypes;
 
+  InputConstraints& accept_dtypes(std::vector<DType> d) {
+    dtypes = std::move(d);
+    return *this;
+  }
   InputConstraints& arg(std::string name, ArgConstraint c) {
     args[std::move(name)] = std::move(c);
     return *this;

@@ -8,17 +8,22 @@
 //                       << "\nreplay: " << failure->replay;
 //
 // What is generated, per schema type:
-// - Tensor: rank 0..max_rank (0-d included), sizes 1..max_dim_size, sometimes one size 0 (empty),
+// - Tensor: rank 0..max_rank (0-d included), sizes 1..max_dim_size, sometimes one size 0 (empty);
+//   in the large tier (GenerateSpec::large_percent of the samples) the first tensor has one size
+//   from 31, 32, 33 ... 65535, 65536, 65537 (powers of two, one less, one more);
 //   a layout — contiguous, offset (contiguous strides, storage offset > 0), sliced (every dim
 //   stepped by 2), transposed (dims reversed), expanded (one dim of stride 0; never for inputs
 //   the schema marks mutable) — and values: ordinary ones in [-10, 10] (or the declared range),
-//   all zeros, or with NaN/±inf/denormals/extremes where the constraints accept them. Memory a
+//   all zeros, or with NaN/±inf/denormals/extremes where the constraints accept them (bool: True
+//   and False alike; integers: every value of [-10, 10] and the dtype's extremes). Memory a
 //   view skips holds the sentinel 77 (true for bool), so a kernel that reads it shows.
 // - int: a dimension of the related tensor under dim_in_range, else [0, max_dim_size] (or the
 //   declared range); float, bool, Scalar, complex; int[]/float[]/bool[] (shapes: sizes
 //   1..max_dim_size, length rank(t) under list_length_equals_rank); Tensor[] (1 to 3 tensors);
 //   ScalarType/Device from the spec; `T?` is sometimes None; an argument with a default sometimes
-//   takes it.
+//   takes it. ScalarType arguments take any of the op's dtypes, Device arguments any device this
+//   machine has, MemoryFormat arguments contiguous, preserve and the channels-last format that fits
+//   the first tensor's rank.
 // Tensors and tensor lists are generated first (schema order), then the other arguments, so
 // relations can point either way.
 //
@@ -60,16 +65,26 @@ struct GenerateSpec {
   int count = 100;        // samples tried (RapidCheck's maxSuccess)
   uint64_t seed = 0;      // 0: a random seed, printed on stderr; OPCONFORM_SEED overrides both
   std::vector<Device> devices = {Device::cpu()};
-  std::vector<DType> dtypes = {};  // empty: float32 and float64 (an argument's declared dtypes win)
+  // The sample dtypes. Empty: the op's declared ones (InputConstraints::dtypes: the reference's
+  // list, a plugin's declare_dtypes, a custom op's declaration), else float32 and float64. An
+  // argument's own declared dtypes (ArgConstraint::dtypes) win over either.
+  std::vector<DType> dtypes = {};
   bool include_non_contiguous = true;   // offset, sliced, transposed, expanded layouts
   bool include_empty = true;            // tensors with a size 0
   bool include_scalars = true;          // 0-d tensors
   bool include_special_values = true;   // NaN, ±inf, denormals, extremes (where accepted)
   int max_rank = 4;
   int max_dim_size = 5;
+  // The large tier (Note [The large tier], generate.cpp): this share of the samples gives its first
+  // tensor one dimension at or around a power of two or a tile width (31, 32, 33, ... 4095, 4096,
+  // 4097, ... 65537), so kernels that go wrong past a vector width, a tile or a threshold are
+  // reached; its elements stay at most large_max_numel. 0 turns the tier off.
+  int large_percent = 12;
+  int64_t large_max_numel = int64_t{1} << 18;
   // Floating and complex tensors of arguments the schema does not write require grad, so that
-  // gradcheck, gradgradcheck and test_autograd_registration have something to differentiate.
-  bool requires_grad = false;
+  // gradcheck, gradgradcheck and test_autograd_registration have something to differentiate (as
+  // the CLI's cases do). False only when a test wants plain tensors.
+  bool requires_grad = true;
   // Property runs allowed while shrinking; past it the shrink stops where it is (a stuck or
   // slow shrink still reports a failure, just a less minimal one).
   int max_shrink_runs = 2000;
@@ -110,19 +125,22 @@ class SampleDraw {
   virtual int64_t integer(int64_t lo, int64_t hi) = 0;  // inclusive
   virtual bool coin(int percent_true = 50) = 0;
   virtual double real(double lo, double hi) = 0;  // shrinks toward the value closest to 0
-  // One of the spec's dtypes (GenerateSpec::dtypes, default float32/float64), or of `allowed` when
+  // One of the sample dtypes (GenerateSpec::dtypes, else the op's declared ones, else
+  // float32/float64), or of `allowed` when
   // non-empty (intersected with the spec's when that is non-empty, else allowed itself).
   virtual DType dtype(const std::vector<DType>& allowed = {}) = 0;
   // Sizes of rank in [min_rank, max_rank] (max_rank capped by spec.max_rank, never below
   // min_rank; min_rank 1 when the spec excludes scalars and max_rank allows it), each in
   // [min_size, max(min_size, spec.max_dim_size)]; with allow_empty and spec.include_empty,
-  // sometimes one size 0.
+  // sometimes one size 0. In a large-tier sample, the first shape drawn has one large size.
   virtual std::vector<int64_t> shape(int min_rank, int max_rank, int64_t min_size = 1, bool allow_empty = true) = 0;
   // A tensor with these sizes and dtype, values per `values` (ordinary / zeros / special values,
   // as the generic generator does), on the spec's device, in any layout the spec allows
   // (contiguous, offset, sliced, transposed, expanded unless `mutable_input`).
   virtual Tensor tensor(const std::vector<int64_t>& sizes, DType dtype, const ValueConstraint& values = {},
                         bool mutable_input = false) = 0;
+  // A value for a Device argument: the sample's device, the spec's or any other this machine has.
+  virtual Device device_value() = 0;
   // An int64 tensor of these sizes with values in [lo, hi] (indices), any layout the spec allows.
   // lo > hi is accepted only for an empty tensor.
   virtual Tensor index_tensor(const std::vector<int64_t>& sizes, int64_t lo, int64_t hi) = 0;

@@ -20,13 +20,17 @@
 //        static Library lib = [] { ... define and implement the ops into r ... }();
 //        return r;
 //      }
-//      OPCONFORM_INSTANTIATE_OPCHECK_SUITE(MyOps, my_registry, "mylib::*",
+//      OPCONFORM_INSTANTIATE_OPCHECK_SUITE(MyOps, my_registry, "mylib::*");   // every check
+//      OPCONFORM_INSTANTIATE_OPCHECK_SUITE(MyOps4, my_registry, "mylib::*",
 //                                          ::opconform::conformance::default_test_utils());
 //
-//    Each test searches for a failing sample with find_failure (generate.h: the schema plus the
-//    op's declared constraints, GenerateSpec defaults) and fails with the check's message, the
-//    shrunk minimal input and a replay line:
+//    Each test runs its check over generated samples (generate.h: the schema plus the op's
+//    declared constraints, GenerateSpec defaults: every declared dtype, the large tier, inputs
+//    that require grad) and fails with the check's message, the shrunk minimal input and a
+//    replay line:
 //      OPCONFORM_SEED=<seed> <program> --gtest_filter=MyOps.mylib__sin__test_schema
+//    A check that did not test anything (skipped, unsupported, or mistrusted: nothing meaningful
+//    was compared) is GTEST_SKIP() with its reason, never [ OK ].
 //    The macro registers at static initialization, so the operators must exist when registry_fn
 //    is called (populate the registry inside it, as above, not in another file's static
 //    initializer); the registry must outlive the tests. register_opcheck_tests() does the same
@@ -41,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "opconform/conformance/check.h"
 #include "opconform/conformance/generate.h"
 #include "opconform/conformance/opcheck.h"
 #include "opconform/core/custom_op.h"
@@ -72,7 +77,9 @@ template <typename Op>
   // A custom op knows its registry; an operator handle is taken to be in the global one.
   Registry* registry = &Registry::global();
   if constexpr (std::is_base_of_v<CustomOpDef, Op>) registry = &op.registry();
-  OpcheckResults results = opcheck(handle, samples, options, *registry);
+  OpcheckOptions returning = options;
+  returning.raise_exception = false;  // the assertion reports the failures
+  OpcheckResults results = opcheck(handle, samples, returning, *registry);
   if (all_ok(results)) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "opcheck(" << op_expr << ", " << samples_expr << ") failed for "
                                        << handle.name() << ":\n"
@@ -109,12 +116,21 @@ class GeneratedOpcheckTest : public ::testing::Test {
 
   void TestBody() override {
     options_.test_utils = {check_};
+    options_.raise_exception = false;
     OpcheckResults results = opcheck(op_, spec_for_current_test(spec_), options_, *registry_);
     const CheckResult& r = results.at(check_);
-    if (!r.ok()) {
-      ADD_FAILURE() << op_.name() << " " << check_ << ": " << r.outcome << " — " << r.message
-                    << (r.minimal_input ? "\n  minimal input: " + *r.minimal_input : std::string())
-                    << "\n  replay: " << r.repro;
+    switch (r.outcome) {
+      case Outcome::passed: return;
+      case Outcome::skipped:
+      case Outcome::unsupported:
+      case Outcome::mistrusted:
+        GTEST_SKIP() << op_.name() << " " << check_ << ": " << r.outcome << " — " << r.message;
+      case Outcome::failed:
+      case Outcome::crashed:
+      case Outcome::timed_out:
+        ADD_FAILURE() << op_.name() << " " << check_ << ": " << r.outcome << " — " << r.message
+                      << (r.minimal_input ? "\n  minimal input: " + *r.minimal_input : std::string())
+                      << "\n  replay: " << r.repro;
     }
   }
 
@@ -127,10 +143,11 @@ class GeneratedOpcheckTest : public ::testing::Test {
 };
 
 // Registers Suite.<op>__<check> for every operator of `registry` whose name matches `ops_glob`
-// (fnmatch: "mylib::*", "*") and has a schema, and every check. Returns how many were
-// registered. Call before RUN_ALL_TESTS; `registry` must outlive the tests.
+// (fnmatch: "mylib::*", "*") and has a schema, and every check of `checks` (default: every
+// check there is, check_names()). Returns how many were registered. Call before RUN_ALL_TESTS;
+// `registry` must outlive the tests.
 inline int register_opcheck_tests(const std::string& suite, Registry& registry, const std::string& ops_glob,
-                                  const std::vector<std::string>& checks, const GenerateSpec& spec = {},
+                                  const std::vector<std::string>& checks = check_names(), const GenerateSpec& spec = {},
                                   const OpcheckOptions& options = {}) {
   int registered = 0;
   for (const OperatorHandle& op : registry.operators()) {
@@ -162,7 +179,8 @@ inline int register_opcheck_tests(const std::string& suite, Registry& registry, 
   ASSERT_PRED_FORMAT3(::opconform::conformance::gtest::opcheck_passes, op, samples, options)
 
 // Registers one generated-sample test per (operator matching ops_glob, check) of the Registry&
-// that registry_fn() returns, under the suite `Prefix` (see the top of this file).
-#define OPCONFORM_INSTANTIATE_OPCHECK_SUITE(Prefix, registry_fn, ops_glob, checks)                         \
+// that registry_fn() returns, under the suite `Prefix` (see the top of this file). The checks
+// (a std::vector<std::string>) are optional: every check by default.
+#define OPCONFORM_INSTANTIATE_OPCHECK_SUITE(Prefix, registry_fn, ...)                                      \
   [[maybe_unused]] static const int opconform_opcheck_suite_##Prefix =                                    \
-      ::opconform::conformance::gtest::register_opcheck_tests(#Prefix, (registry_fn)(), ops_glob, checks)
+      ::opconform::conformance::gtest::register_opcheck_tests(#Prefix, (registry_fn)(), __VA_ARGS__)

@@ -3,8 +3,9 @@
 //   auto results = opcheck(op, {Sample({IValue(x), IValue(3.14)})});
 //   // results["test_schema"].outcome == Outcome::passed
 //
-// Options mirror PyTorch's: test_utils (which checks), raise_exception (throw OpcheckError with
-// every failure's message), atol/rtol (0 means 0). Each check runs on every sample; the result
+// Options mirror PyTorch's, defaults included: test_utils (which checks), raise_exception (true:
+// throw OpcheckError with every failure's message, as torch.library.opcheck does; false: return
+// the results), atol/rtol (both or neither, as in PyTorch; 0 means 0). Each check runs on every sample; the result
 // per check is the worst over the samples (combine()).
 #pragma once
 
@@ -28,7 +29,8 @@ std::vector<std::string> default_test_utils();
 
 struct OpcheckOptions {
   std::vector<std::string> test_utils = default_test_utils();
-  bool raise_exception = false;
+  bool raise_exception = true;
+  // Given together or not at all (Error kInvalidArgument otherwise, as PyTorch's ValueError).
   std::optional<double> atol;
   std::optional<double> rtol;
   // The registry reference_agreement compares with (opconform check --against reference).

@@ -32,9 +32,16 @@ struct CheckResult {
   std::string message;   // one paragraph: operator, argument, sample, what to do
   std::string repro;     // one line that replays a failure (set on failed)
   std::optional<std::string> minimal_input;  // the shrunk input of a generated failure
+  // A machine-readable cause of a skipped or unsupported result that reports count (the message
+  // is for people): kNoBackward, or empty.
+  std::string reason;
 
   bool ok() const { return outcome == Outcome::passed || outcome == Outcome::skipped; }
 };
+
+// CheckResult::reason of a gradient check on an op that the reference can differentiate but the
+// library under test registers no backward for (the console counts these as "inference only").
+inline constexpr std::string_view kNoBackward = "no_backward";
 
 // Combines results of one check over several samples: the first failure-like outcome wins
 // (failed > crashed > timed_out > mistrusted > unsupported > passed > skipped), with its message.

@@ -16,6 +16,8 @@ struct CaseContext {
   Registry* reference = nullptr;  // what reference_agreement compares with
   int samples = 50;
   std::optional<uint64_t> seed;
+  std::optional<int> large_percent;        // PlanOptions'
+  std::optional<int64_t> large_max_numel;
   std::string repro_prefix;       // "opconform check --library x.so" (the rest is added per result)
 };
 

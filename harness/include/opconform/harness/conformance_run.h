@@ -21,7 +21,7 @@ struct RunRequest {
   std::optional<std::string> json, junit, markdown, html;  // explicit paths ("" = do not write)
   bool write_reports = true;
   bool verbose = false;            // print every non-passing result in full (repro)
-  std::vector<reports::Outcome> fail_on = reports::default_fail_on();
+  reports::FailPolicy fail_on;     // --fail-on (recorded in the report)
   std::string command;             // the command line, for the report
 };
 

@@ -28,6 +28,10 @@ struct PlanOptions {
   std::vector<std::string> devices = {"cpu"};
   std::vector<std::string> dtypes;   // empty: every dtype the op supports
   int samples = 50;
+  // The large tier of the samples (GenerateSpec::large_percent, large_max_numel); nullopt: the
+  // case spec's sparse default (reference/case_spec.h).
+  std::optional<int> large_percent;
+  std::optional<int64_t> large_max_numel;
   std::optional<uint64_t> seed;      // replaces each case's fixed seed
   Shard shard;
   bool against_reference = false;

@@ -11,8 +11,14 @@
 
 namespace opconform::reference {
 
+// The large tier of a case: a few of its samples (GenerateSpec's default is 12%, for opcheck's
+// own runs), capped lower than GenerateSpec's 2^18 elements. `--large-percent` and
+// `--large-max-numel` override both.
+inline constexpr int kCaseLargePercent = 4;
+inline constexpr int64_t kCaseLargeMaxNumel = int64_t{1} << 14;
+
 // `samples` samples of `dtype` whose floating inputs require grad (so gradcheck runs), with the
-// case's fixed seed.
+// case's fixed seed and the sparse large tier above.
 conformance::GenerateSpec case_spec(const std::string& op, DType dtype, int samples);
 
 }  // namespace opconform::reference

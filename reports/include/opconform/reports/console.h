@@ -1,7 +1,9 @@
 // Console output of a run: on a terminal, one progress line redrawn in place (cases done of
 // total, failures so far, rate, ETA); otherwise a plain line per finished case that did not pass
 // and a line every few percent. Colour only on a terminal and never when NO_COLOR is set
-// (https://no-color.org). At the end, a summary with counts per outcome.
+// (https://no-color.org). At the end, a summary with counts per outcome, the untested cases with
+// their reasons, the ops the library offers without a backward ("inference only"), and PASS or
+// FAIL by the report's FailPolicy.
 #pragma once
 #include <chrono>
 #include <cstdio>
@@ -17,8 +19,8 @@ struct ConsoleOptions {
   bool terminal = false;  // redraw a progress bar in place
   bool color = false;     // ANSI colours
   bool quiet = false;     // only the summary
-  // The outcomes counted as failures ("N failing", FAIL at the end): the run's --fail-on.
-  std::vector<Outcome> fail_on = default_fail_on();
+  // What counts as failing ("N failing", FAIL at the end): the run's --fail-on.
+  FailPolicy fail_on;
 };
 // The options for `stream`: terminal when isatty, colour when a terminal and NO_COLOR is unset or empty.
 ConsoleOptions console_options_for(std::FILE* stream);
@@ -39,6 +41,8 @@ class ConsoleListener : public Listener {
   std::string progress(size_t done, size_t total, const std::vector<CaseResult>& results) const;
   void draw_progress(const std::string& line);
   void clear_progress();
+  void print_untested(const Report& report);
+  void print_inference_only(const Report& report);
 
   std::FILE* out_;
   ConsoleOptions options_;

@@ -23,11 +23,28 @@ struct CaseResult {
   std::string repro;                          // one line that replays it ("" when none)
   std::optional<std::string> minimal_input;   // the shrunk input of a generated failure
   double seconds = 0;                         // time of this check on this case
+  std::string reason;                         // CheckResult::reason ("no_backward"), or ""
 
   // The identity of a result across runs (diff, merge): op, check, device, dtype.
   std::string key() const;
   bool operator==(const CaseResult&) const = default;
 };
+
+// What makes a run fail (--fail-on): a result with one of `outcomes`, or, with `untested`, a case
+// on which no check tested anything (untested_cases). The report carries it, so that every writer
+// (JUnit's <failure> against <skipped>, the console's verdict) agrees with the exit status.
+struct FailPolicy {
+  std::vector<Outcome> outcomes = {Outcome::failed, Outcome::crashed, Outcome::timed_out};
+  bool untested = true;
+
+  bool fails_on(Outcome o) const;
+  bool operator==(const FailPolicy&) const = default;
+};
+// "failed,crashed,timed_out,untested" (the --fail-on spelling).
+std::string to_string(const FailPolicy& policy);
+// Parses a comma-separated list of outcome names and "untested"; throws opconform::Error naming a
+// bad name and the known ones, or for an empty list.
+FailPolicy parse_fail_policy(std::string_view list);
 
 struct RunInfo {
   std::string tool_version;         // opconform's version
@@ -39,6 +56,7 @@ struct RunInfo {
   uint64_t seed = 0;                // 0: each case's fixed seed
   int samples = 0;                  // generated samples per case and check
   std::string shard;                // "2/4", or "" when the run was not sharded (merge: "merged")
+  FailPolicy fail_on;               // what fails this run (--fail-on)
   bool operator==(const RunInfo&) const = default;
 };
 
@@ -54,10 +72,19 @@ struct Report {
   bool operator==(const Report&) const = default;
 };
 
-// The outcomes that make a run fail by default (--fail-on): failed, crashed, timed_out.
-std::vector<Outcome> default_fail_on();
-// Whether any result has one of `fail_on`.
-bool fails(const Report& report, const std::vector<Outcome>& fail_on);
+// A case (op x device x dtype) on which every check was skipped or unsupported: nothing was
+// tested there, which is never a pass (ARCHITECTURE.md: the untested verdict). Load problems
+// (check "load") are not cases.
+struct UntestedCase {
+  std::string op, device, dtype;
+  std::vector<std::string> reasons;  // "check: outcome — first line of its message", per check
+  std::string key() const;           // "op [device, dtype]"
+};
+std::vector<UntestedCase> untested_cases(const Report& report);
+
+// Whether the report fails under its own policy (report.info.fail_on), or under `policy`.
+bool fails(const Report& report);
+bool fails(const Report& report, const FailPolicy& policy);
 // Parses an outcome name ("timed_out"); throws opconform::Error naming the bad name and the known ones.
 Outcome parse_outcome(std::string_view name);
 

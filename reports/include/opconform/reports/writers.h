@@ -22,8 +22,9 @@ std::string result_to_json_line(const CaseResult& result);
 CaseResult result_from_json_line(std::string_view line);
 
 // JUnit XML: one <testsuite> per op, one <testcase> per op x check x device x dtype
-// (name "check[device,dtype]"); failed -> <failure>, crashed/timed_out -> <error>,
-// skipped/unsupported -> <skipped>, mistrusted -> <failure> (the comparison proved nothing).
+// (name "check[device,dtype]") and one per untested case ("untested[device,dtype]"). A result is
+// <failure> (<error> when crashed or timed_out) exactly when report.info.fail_on makes it fail
+// the run, else <skipped> with its message (passed: no child): the XML and the exit status agree.
 std::string to_junit(const Report& report);
 // Markdown summary: totals per outcome, a table op x outcome counts, every non-passing result with
 // its message, minimal input and repro line.
