@@ -95,6 +95,42 @@ TEST_F(Cli, FailOnDecidesTheExitStatus) {
   EXPECT_EQ(run(lenient), 0);
 }
 
+// Note [Untested is not a pass]: a case every check skipped fails the run, says so, and junit.xml
+// agrees with the exit status.
+TEST_F(Cli, AnUntestedCaseFailsTheRunUnlessFailOnRelaxesIt) {
+  testing::internal::CaptureStderr();
+  // gradcheck has nothing to differentiate on int64: every result is skipped.
+  EXPECT_EQ(run({"run", "--ops", "aten::neg", "--checks", "gradcheck", "--dtype", "int64", "--samples", "3", "--jobs",
+                 "0"}),
+            1);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("1 untested case"), std::string::npos) << err;
+  EXPECT_NE(err.find("UNTESTED aten::neg [cpu, int64]: gradcheck: skipped"), std::string::npos) << err;
+  EXPECT_NE(err.find("\nFAIL\n"), std::string::npos) << err;
+  std::ifstream junit(dir_ / "report" / "junit.xml");
+  const std::string xml(std::istreambuf_iterator<char>(junit), {});
+  EXPECT_NE(xml.find("failures=\"1\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<failure type=\"untested\""), std::string::npos) << xml;
+  EXPECT_EQ(run({"run", "--ops", "aten::neg", "--checks", "gradcheck", "--dtype", "int64", "--samples", "3", "--jobs",
+                 "0", "--fail-on", "failed,crashed,timed_out"},
+                "relaxed"),
+            0);
+  std::ifstream relaxed(dir_ / "relaxed" / "junit.xml");
+  const std::string relaxed_xml(std::istreambuf_iterator<char>(relaxed), {});
+  EXPECT_NE(relaxed_xml.find("failures=\"0\" errors=\"0\""), std::string::npos) << relaxed_xml;
+  EXPECT_EQ(report("relaxed").info.fail_on, (reports::FailPolicy{{Outcome::failed, Outcome::crashed, Outcome::timed_out}, false}));
+}
+
+// A filter that matches nothing is a usage error before anything runs: no PASS line, no report.
+TEST_F(Cli, AFilterMatchingNothingPrintsNoVerdict) {
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(run({"run", "--ops", "aten::nonexistent*"}), 2);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("PASS"), std::string::npos) << err;
+  EXPECT_NE(err.find("no case matches --ops 'aten::nonexistent*'"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir_ / "report" / "report.json"));
+}
+
 TEST_F(Cli, APluginThatCrashesWhileLoadingIsReported) {
   EXPECT_EQ(run({"check", "--library", OPCONFORM_CRASHING_REGISTRATION_PLUGIN}), 1);
   const auto r = report();

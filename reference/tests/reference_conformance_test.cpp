@@ -81,10 +81,15 @@ TEST_P(ReferenceConformance, PassesEveryCheck) {
   OpcheckResults results = opcheck(op, spec, options, registry);
   // Every check passes or is skipped with its reason; `mistrusted` (every comparison trivially
   // equal on every sample, as isinf on integers, which is always false) is not a finding either.
+  bool tested = false;
   for (const auto& [check, r] : results) {
     EXPECT_TRUE(r.ok() || r.outcome == Outcome::mistrusted)
         << c.op << " on " << name(c.dtype) << ":\n" << summarize(results);
+    tested = tested || (r.outcome != Outcome::skipped && r.outcome != Outcome::unsupported);
   }
+  // Never untested (reports/report.h): some check ran on some sample of every case.
+  EXPECT_TRUE(tested) << c.op << " on " << name(c.dtype) << " is untested: every check was skipped\n"
+                      << summarize(results);
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {

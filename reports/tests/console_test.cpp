@@ -97,43 +97,43 @@ TEST(ReportsConsole, QuietShowsOnlyTheSummary) {
                   "FAIL\n");
 }
 
+// What a ConsoleListener with default options prints for a run with no cases but `report`'s
+// results: the summary.
+std::string summary_of(const Report& report) {
+  std::FILE* file = std::tmpfile();
+  EXPECT_NE(file, nullptr);
+  ConsoleListener listener(file, {});
+  listener.on_run_start(report.info, 0);
+  listener.on_run_end(report);
+  std::rewind(file);
+  std::string text;
+  char buffer[1024];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, file)) > 0;) text.append(buffer, n);
+  std::fclose(file);
+  return text;
+}
+
 // Note [Untested is not a pass]: a run whose results are all skipped says FAIL, and why.
 TEST(ReportsConsole, AnUntestedRunSaysFailAndInferenceOnlyOpsAreCounted) {
-  std::FILE* file = std::tmpfile();
-  ASSERT_NE(file, nullptr);
-  ConsoleListener listener(file, {});
   Report report;
   report.results = {testing::result("op", "c", "cpu", "float32", Outcome::skipped, "nothing applies")};
   CaseResult no_backward = testing::result("aten::neg", "gradcheck", "cpu", "float32", Outcome::unsupported, "no bwd");
   no_backward.reason = std::string(conformance::kNoBackward);
   report.results.push_back(no_backward);
   report.results.push_back(testing::result("aten::neg", "test_schema", "cpu", "float32", Outcome::passed));
-  listener.on_run_start(report.info, 0);
-  listener.on_run_end(report);
-  std::rewind(file);
-  char buffer[1024] = {};
-  std::fread(buffer, 1, sizeof buffer - 1, file);
-  std::fclose(file);
-  EXPECT_THAT(buffer, HasSubstr("1 untested case (every check skipped or unsupported; --fail-on untested)\n"
-                                "  UNTESTED op [cpu, float32]: c: skipped — nothing applies\n"));
-  EXPECT_THAT(buffer, HasSubstr("inference only: 1 op without backward (aten::neg); --fail-on unsupported fails on them\n"));
-  EXPECT_THAT(buffer, HasSubstr("\nFAIL\n"));
+  const std::string text = summary_of(report);
+  EXPECT_THAT(text, HasSubstr("1 untested case (every check skipped or unsupported; --fail-on untested)\n"
+                              "  UNTESTED op [cpu, float32]: c: skipped — nothing applies\n"));
+  EXPECT_THAT(text, HasSubstr("inference only: 1 op without backward (aten::neg); --fail-on unsupported fails on them\n"));
+  EXPECT_THAT(text, HasSubstr("\nFAIL\n"));
 }
 
 TEST(ReportsConsole, APassingRunSaysPass) {
-  std::FILE* file = std::tmpfile();
-  ASSERT_NE(file, nullptr);
-  ConsoleListener listener(file, {});
   Report report;
   report.results = {testing::result("op", "c", "cpu", "float32", Outcome::passed)};
-  listener.on_run_start(report.info, 0);
-  listener.on_run_end(report);
-  std::rewind(file);
-  char buffer[256] = {};
-  std::fread(buffer, 1, sizeof buffer - 1, file);
-  std::fclose(file);
-  EXPECT_THAT(buffer, HasSubstr("1 results in 0.0 s: 1 passed, 0 failed"));
-  EXPECT_THAT(buffer, HasSubstr("\nPASS\n"));
+  const std::string text = summary_of(report);
+  EXPECT_THAT(text, HasSubstr("1 results in 0.0 s: 1 passed, 0 failed"));
+  EXPECT_THAT(text, HasSubstr("\nPASS\n"));
 }
 
 // Sets or unsets an environment variable for the scope.
