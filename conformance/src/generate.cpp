@@ -1105,7 +1105,7 @@ class BuilderDraw final : public SampleDraw {
         [&]() -> rc::Gen<std::vector<double>> {
           if (!indices || mode == ValueMode::zeros) return values_gen(dtype, values, mode, count);
           if (count > kSeededValuesAbove) {
-            const auto [lo, hi] = *indices;
+            const int64_t lo = indices->first, hi = indices->second;
             return rc::gen::map(rc::gen::noShrink(rc::gen::arbitrary<uint64_t>()), [lo, hi, count](uint64_t seed) {
               std::mt19937_64 bits(seed);
               std::vector<double> out(static_cast<size_t>(count));

@@ -42,8 +42,9 @@ struct Report {
 
 std::filesystem::path find_opset(const std::filesystem::path& given) {
   if (!given.empty()) return given;
-  for (auto p : {"../shared/data/core_aten_opset.tsv", "../../shared/data/core_aten_opset.tsv",
-                 "shared/data/core_aten_opset.tsv"}) {
+  // The repository's copy, from its root or a build folder below it.
+  for (auto p : {"reference/data/core_aten_opset.tsv", "../reference/data/core_aten_opset.tsv",
+                 "../../reference/data/core_aten_opset.tsv"}) {
     if (std::filesystem::exists(p)) return p;
   }
   return {};

@@ -1,4 +1,4 @@
-// Every code example of the torch.library reference (../shared/seeds/000_c5339640375bb0a6.txt)
+// Every code example of the torch.library reference (PyTorch's torch.library documentation)
 // in C++, each a test asserting the outcome the document states. Read it side by side with the
 // document: names and values follow it. numpy's role is played by plain loops
 // (core/tests/support/float_ops.h).
