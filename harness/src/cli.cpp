@@ -11,6 +11,7 @@
 #include "opconform/conformance/check.h"
 #include "opconform/core/error.h"
 #include "opconform/harness/conformance_run.h"
+#include "opconform/reference/case_spec.h"
 #include "opconform/reference/coverage.h"
 #include "opconform/reference/op_info.h"
 #include "opconform/reference/reference.h"
@@ -66,11 +67,12 @@ struct RunFlags {
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
     app.add_option("--large-percent", request.plan.large_percent,
-                   "Share of samples in the large tier (sizes around powers of two and tile widths; default: "
-                   "the case spec's, see docs/checks.md); 0 turns it off")
+                   "Percent of samples in the large tier (a size around a power of two or a tile width; default " +
+                       std::to_string(reference::kCaseLargePercent) + "); 0 turns it off")
         ->check(CLI::Range(0, 100));
     app.add_option("--large-max-numel", request.plan.large_max_numel,
-                   "Most elements of a large-tier tensor (default: the case spec's)")
+                   "Most elements of a large-tier tensor (default " + std::to_string(reference::kCaseLargeMaxNumel) +
+                       ")")
         ->check(CLI::PositiveNumber);
     app.add_option("--seed", seed, "Replace every case's fixed seed (replays a reported failure)");
     app.add_option("--jobs,-j", jobs,
