@@ -32,7 +32,6 @@
 #include <variant>
 #include <cerrno>
 
-#include "opconform/core/cuda.h"
 #include "opconform/core/error.h"
 #include "opconform/core/tensor.h"
 
@@ -165,7 +164,10 @@ std::vector<double> special_values(DType dt, const ValueConstraint& vc) {
                   -std::numeric_limits<double>::infinity(), l.max, l.lowest, l.max / 4, -l.max / 4, 1e4, -1e4,
                   l.tiny, l.denorm, -l.denorm, 1e-4, -0.0};
   } else if (dt != DType::Bool) {
-    candidates = {l.max, l.lowest, l.max - 1, l.lowest + 1};
+    // The extremes' neighbours; int64's as the nearest doubles inside the range (max - 1 rounds
+    // back to 2^63 in a double).
+    candidates = {l.max, l.lowest, dt == DType::Int64 ? std::nextafter(l.max, 0.0) : l.max - 1,
+                  dt == DType::Int64 ? std::nextafter(l.lowest, 0.0) : l.lowest + 1};
     if (l.lowest < 0) candidates.push_back(-1);
     for (double b : {127.0, 128.0, -129.0, 255.0, 256.0, 32767.0, 32768.0, -32769.0, 2147483647.0, 2147483648.0,
                      -2147483649.0})
@@ -223,12 +225,13 @@ std::vector<DType> scalar_type_values(DType sample_dtype, const std::vector<DTyp
   return out;
 }
 
-// A Device argument: the sample's device first, the spec's, then every device this machine has.
+// A Device argument: the sample's device first, then the spec's others, then cpu (a factory on
+// the host applies to every case). Not every device of the machine: a cpu case of a CPU-only
+// library must not be fed cuda factories; GenerateSpec::devices says which devices are tried.
 std::vector<Device> device_values(const GenerateSpec& spec, Device sample_device) {
   std::vector<Device> out = {sample_device};
   for (const Device& d : spec.devices) add_unique(out, d);
   add_unique(out, Device::cpu());
-  if (cuda::is_available()) add_unique(out, Device::cuda());
   return out;
 }
 
@@ -262,13 +265,19 @@ constexpr int64_t kLargeSizes[] = {31,   32,   33,   63,   64,   65,   127,   12
                                    4096, 4097, 8191, 8192, 8193, 65535, 65536, 65537};
 constexpr int kLargeSizeCount = static_cast<int>(std::size(kLargeSizes));
 
-// Puts the large size at dim `at` of `sizes` (rank >= 1) and makes other dims 1, first to last,
-// until the element count is at most max_numel (the large size itself is capped there too).
-void make_large(std::vector<int64_t>& sizes, size_t at, int big, int64_t max_numel) {
-  sizes[at] = std::min<int64_t>(kLargeSizes[big], std::max<int64_t>(max_numel, 1));
-  auto numel = [&] { return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>()); };
-  for (size_t d = 0; d < sizes.size() && numel() > max_numel; ++d)
-    if (d != at) sizes[d] = 1;
+int64_t product(const std::vector<int64_t>& s) {
+  return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
+}
+
+// Puts the large size at dim `at` of `sizes` (rank >= 1) and makes other dims min_size (at least
+// 1), first to last, until the element count is at most max_numel; then caps the large size so
+// that it is.
+void make_large(std::vector<int64_t>& sizes, size_t at, int big, int64_t max_numel, int64_t min_size = 1) {
+  sizes[at] = kLargeSizes[big];
+  for (size_t d = 0; d < sizes.size() && product(sizes) > max_numel; ++d)
+    if (d != at) sizes[d] = std::max<int64_t>(min_size, 1);
+  const int64_t others = product(sizes) / sizes[at];
+  sizes[at] = std::max<int64_t>(std::min(sizes[at], max_numel / std::max<int64_t>(others, 1)), std::max<int64_t>(min_size, 1));
 }
 
 // The raw picks of one tensor, resolved against what was generated before it.
@@ -324,10 +333,6 @@ std::vector<int64_t> resolve_sizes(const TensorSlot& slot, const TensorPicks& p,
   }
   if (p.empty && slot.allow_empty && p.rank > 0) sizes[p.empty_dim % p.rank] = 0;
   return sizes;
-}
-
-int64_t product(const std::vector<int64_t>& s) {
-  return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
 }
 
 // The dim an expanded layout broadcasts: the first of size > 1 (none: the layout is contiguous).
@@ -811,6 +816,10 @@ struct Generator {
 
 void validate_spec(const GenerateSpec& spec) {
   OPCONFORM_CHECK(!spec.devices.empty(), ErrorCode::kInvalidArgument, "GenerateSpec::devices is empty");
+  OPCONFORM_CHECK(spec.large_percent >= 0 && spec.large_percent <= 100 &&
+                      (spec.large_percent == 0 || spec.large_max_numel >= 1),
+                  ErrorCode::kInvalidArgument,
+                  "GenerateSpec needs 0 <= large_percent <= 100 and large_max_numel >= 1 when the large tier is on");
   OPCONFORM_CHECK(spec.max_rank >= 0 && spec.max_dim_size >= 1, ErrorCode::kInvalidArgument,
                   "GenerateSpec needs max_rank >= 0 and max_dim_size >= 1");
 }
@@ -1039,10 +1048,10 @@ class BuilderDraw final : public SampleDraw {
               max_rank, rc::gen::resize(kFullSize, rc::gen::inRange<int64_t>(min_size, max_size + 1))),
           rc::gen::resize(kFullSize, rc::gen::inRange(0, kLargeSizeCount)),
           rc::gen::resize(kFullSize, rc::gen::inRange(0, max_rank)));
-      return rc::gen::map(picks, [max_numel](const std::tuple<int, std::vector<int64_t>, int, int>& t) {
+      return rc::gen::map(picks, [max_numel, min_size](const std::tuple<int, std::vector<int64_t>, int, int>& t) {
         const auto& [rank, sizes, big, big_dim] = t;
         std::vector<int64_t> out(sizes.end() - rank, sizes.end());
-        make_large(out, static_cast<size_t>(big_dim % rank), big, max_numel);
+        make_large(out, static_cast<size_t>(big_dim % rank), big, max_numel, min_size);
         return out;
       });
     });

@@ -5,23 +5,26 @@
 #include "opconform/core/tag.h"
 
 namespace opconform::conformance::detail {
-namespace {
-
-bool has_autograd_kernel(const OperatorHandle& op) {
-  return op.has_kernel_at(DispatchKey::Autograd) || op.has_kernel_at(DispatchKey::CompositeImplicitAutograd) ||
-         op.has_kernel_at(DispatchKey::AutogradCPU) || op.has_kernel_at(DispatchKey::AutogradCUDA);
+bool has_autograd_kernel(const OperatorHandle& op, const std::vector<Tensor>& inputs) {
+  if (op.has_kernel_at(DispatchKey::Autograd) || op.has_kernel_at(DispatchKey::CompositeImplicitAutograd)) return true;
+  for (const Tensor& t : inputs)
+    if (op.has_kernel_at(autograd_key(t.device().type))) return true;
+  return false;
 }
 
-}  // namespace
-
 std::optional<CheckResult> missing_backward(const CheckContext& ctx, std::string_view check) {
-  if (ctx.reference == nullptr || ctx.op.has_tag(Tag::out) || has_autograd_kernel(ctx.op)) return std::nullopt;
+  Registry* definitions = ctx.definitions != nullptr ? ctx.definitions : ctx.reference;
+  std::vector<Tensor> inputs;
   bool requires_grad = false;
   for (const IValue& v : ctx.sample.args)
-    for (const Tensor& t : tensors_in(v)) requires_grad = requires_grad || t.requires_grad();
-  if (!requires_grad) return std::nullopt;
-  const auto reference_op = ctx.reference->find(ctx.op.name());
-  if (!reference_op || !reference_op->has_schema() || !has_autograd_kernel(*reference_op)) return std::nullopt;
+    for (const Tensor& t : tensors_in(v)) {
+      inputs.push_back(t);
+      requires_grad = requires_grad || t.requires_grad();
+    }
+  if (definitions == nullptr || !requires_grad || ctx.op.has_tag(Tag::out) || has_autograd_kernel(ctx.op, inputs))
+    return std::nullopt;
+  const auto reference_op = definitions->find(ctx.op.name());
+  if (!reference_op || !reference_op->has_schema() || !has_autograd_kernel(*reference_op, inputs)) return std::nullopt;
   CheckResult r;
   r.check = std::string(check);
   r.outcome = Outcome::unsupported;

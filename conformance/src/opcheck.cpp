@@ -33,7 +33,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samp
     if (options.on_check_start) options.on_check_start(name);
     std::optional<CheckResult> combined;
     for (const Sample& sample : samples) {
-      CheckContext ctx{op, sample, tolerance, registry, options.reference};
+      CheckContext ctx{op, sample, tolerance, registry, options.reference, options.definitions};
       CheckResult r;
       try {
         r = check.run(ctx);
@@ -72,7 +72,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
     const std::string& name = options.test_utils[c];
     if (options.on_check_start) options.on_check_start(name);
     auto run = [&](const Sample& sample) {
-      CheckContext ctx{op, sample, tolerance, registry, options.reference};
+      CheckContext ctx{op, sample, tolerance, registry, options.reference, options.definitions};
       CheckResult r;
       try {
         r = checks[c]->run(ctx);

@@ -66,13 +66,16 @@ class TestAutogradRegistration final : public Check {
     if (auto gap = detail::missing_backward(ctx, kName)) return *gap;  // Note [Inference-only libraries]
 
     // A kernel at an autograd key, or a composite that gets autograd from the ops it calls.
-    std::vector<DispatchKey> keys = {DispatchKey::Autograd, DispatchKey::CompositeImplicitAutograd};
-    for (const Tensor& t : inputs) keys.push_back(autograd_key(t.device().type));
-    for (DispatchKey k : keys) {
-      if (op.has_kernel_at(k)) {
-        result.message = concat("'", op.name(), "' has a kernel registered at ", to_string(k));
-        return result;
+    if (detail::has_autograd_kernel(op, inputs)) {
+      std::vector<DispatchKey> keys = {DispatchKey::Autograd, DispatchKey::CompositeImplicitAutograd};
+      for (const Tensor& t : inputs) keys.push_back(autograd_key(t.device().type));
+      for (DispatchKey k : keys) {
+        if (op.has_kernel_at(k)) {
+          result.message = concat("'", op.name(), "' has a kernel registered at ", to_string(k));
+          break;
+        }
       }
+      return result;
     }
 
     // No autograd kernel: run below the autograd keys and look for outputs that require grad.

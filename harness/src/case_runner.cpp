@@ -38,6 +38,7 @@ std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedC
   options.test_utils = checks;
   options.raise_exception = false;  // every result is reported, not thrown
   options.reference = ctx.reference;
+  options.definitions = ctx.definitions;
   auto last = std::chrono::steady_clock::now();
   std::map<std::string, double> seconds;
   std::string running;

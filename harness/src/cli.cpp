@@ -60,7 +60,7 @@ struct RunFlags {
     app.add_option("--ops", ops, "Operators to check: a glob over qualified names, e.g. 'aten::add*'")
         ->capture_default_str();
     app.add_option("--checks", checks,
-                   "Comma-separated checks (default: every check; see `opconform list --checks`)");
+                   "Comma-separated checks (default: every check, reference_agreement only against the reference; see `opconform list --checks`)");
     app.add_option("--device", devices, "Comma-separated devices: cpu, cuda")->capture_default_str();
     app.add_option("--dtype", dtypes, "Comma-separated dtypes (default: every dtype the op supports)");
     app.add_option("--samples", request.plan.samples, "Generated samples per case and check")
@@ -92,7 +92,7 @@ struct RunFlags {
     app.add_flag("--verbose,-v", request.verbose, "Print every result in full (message, minimal input, repro line)");
     app.add_option("--fail-on", fail_on,
                    "Comma-separated outcomes that make the exit status 1, and 'untested' for cases on which every "
-                   "check was skipped or unsupported (default: failed,crashed,timed_out,untested; add unsupported "
+                   "check was skipped, unsupported or mistrusted (default: failed,crashed,timed_out,untested; add unsupported "
                    "to fail on ops without a backward)");
   }
 

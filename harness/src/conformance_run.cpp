@@ -195,6 +195,7 @@ RunOutcome run_conformance(const RunRequest& request) {
   }
 
   CaseContext context{under_test,          request.against_reference ? &reference : nullptr,
+                      request.library.empty() ? nullptr : &reference,
                       request.plan.samples, request.plan.seed,
                       request.plan.large_percent, request.plan.large_max_numel,
                       repro_prefix};

@@ -180,7 +180,7 @@ void ConsoleListener::print_untested(const Report& report) {
   const bool failing = options_.fail_on.untested;
   std::fprintf(out_, "%s\n",
                paint(std::to_string(untested.size()) + " untested case" + (untested.size() == 1 ? "" : "s") +
-                         " (every check skipped or unsupported" + (failing ? "; --fail-on untested)" : ")"),
+                         " (every check skipped, unsupported or mistrusted" + (failing ? "; --fail-on untested)" : ")"),
                      failing ? kRed : color_of(Outcome::unsupported), options_.color)
                    .c_str());
   constexpr size_t kShown = 20;

@@ -134,6 +134,11 @@ Report merge(const std::vector<Report>& shards) {
                     "merge: ", shard_name(shards, s), " is of library '", shard.info.library, "', ",
                     shard_name(shards, 0), " of '", merged.info.library,
                     "': reports of different libraries cannot be merged");
+    // The merged verdict (and its exit status) must be the one each shard was run with.
+    OPCONFORM_CHECK(shard.info.fail_on == merged.info.fail_on, ErrorCode::kInvalidArgument, "merge: ",
+                    shard_name(shards, s), " was run with --fail-on ", to_string(shard.info.fail_on), ", ",
+                    shard_name(shards, 0), " with ", to_string(merged.info.fail_on),
+                    ": shards of one run share one --fail-on");
     merged.seconds = std::max(merged.seconds, shard.seconds);
     for (const CaseResult& r : shard.results) {
       auto [it, inserted] = seen.try_emplace(key_of(r), s);

@@ -290,7 +290,7 @@ std::string verdict_section(const Report& report) {
                     html(to_string(report.info.fail_on)) + "</code></p>\n";
   if (!untested.empty()) {
     out += "<h2>Untested (" + std::to_string(untested.size()) +
-           ")</h2>\n<p>No check tested these cases: every one was skipped or unsupported.</p>\n"
+           ")</h2>\n<p>No check tested these cases: every one was skipped, unsupported or mistrusted.</p>\n"
            "<table class=\"untested\">\n";
     for (const UntestedCase& c : untested) {
       out += "<tr><td><code>" + html(c.key()) + "</code></td><td>";

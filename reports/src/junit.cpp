@@ -90,10 +90,10 @@ Entry entry_of(const CaseResult& r, const FailPolicy& policy) {
 }
 
 Entry entry_of(const UntestedCase& c, const FailPolicy& policy) {
-  std::string body = "every check was skipped or unsupported on this case, so nothing was tested:";
+  std::string body = "every check was skipped, unsupported or mistrusted on this case, so nothing was tested:";
   for (const auto& reason : c.reasons) body += "\n  " + reason;
   return {"untested[" + c.device + "," + c.dtype + "]", c.op, "untested",
-          "no check tested " + c.key() + " (" + std::to_string(c.reasons.size()) + " skipped or unsupported)", body,
+          "no check tested " + c.key() + " (" + std::to_string(c.reasons.size()) + " skipped, unsupported or mistrusted)", body,
           policy.untested ? Kind::failure : Kind::skipped, 0};
 }
 

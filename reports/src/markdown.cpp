@@ -84,7 +84,7 @@ void write_summary(std::ostringstream& out, const Report& report) {
   for (Outcome o : detail::all_outcomes()) out << "| " << o << " | " << report.count(o) << " |\n";
   out << "| **total** | **" << report.results.size() << "** |\n\n";
   const size_t untested = untested_cases(report).size();
-  out << "Untested cases (every check skipped or unsupported): **" << untested << "**. Fails the run on: "
+  out << "Untested cases (every check skipped, unsupported or mistrusted): **" << untested << "**. Fails the run on: "
       << md_code(to_string(report.info.fail_on)) << ". Verdict: **" << (fails(report) ? "FAIL" : "PASS") << "**.\n\n";
 }
 
@@ -92,8 +92,8 @@ void write_summary(std::ostringstream& out, const Report& report) {
 void write_untested(std::ostringstream& out, const Report& report) {
   const auto untested = untested_cases(report);
   if (untested.empty()) return;
-  out << "## Untested (" << untested.size() << ")\n\nNo check tested these cases: every one was skipped or "
-      << "unsupported.\n\n| case | reasons |\n| --- | --- |\n";
+  out << "## Untested (" << untested.size() << ")\n\nNo check tested these cases: every one was skipped, "
+      << "unsupported or mistrusted.\n\n| case | reasons |\n| --- | --- |\n";
   for (const UntestedCase& c : untested) {
     std::string reasons;
     for (const auto& r : c.reasons) reasons += (reasons.empty() ? "" : "<br>") + md_cell(md_code(r));

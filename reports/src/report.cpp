@@ -53,8 +53,9 @@ FailPolicy parse_fail_policy(std::string_view list) {
 
 std::string UntestedCase::key() const { return op + " [" + device + ", " + dtype + "]"; }
 
-// Note [Untested is not a pass]: a check that was skipped (not applicable) or unsupported (no
-// kernel) proved nothing; a case where that is true of every check proved nothing at all, however
+// Note [Untested is not a pass]: a check that was skipped (not applicable), unsupported (no
+// kernel) or mistrusted (its comparisons could not tell a right kernel from one returning zeros)
+// proved nothing; a case where that is true of every check proved nothing at all, however
 // green its row looks. It is a verdict of its own, computed here from the results (never stored
 // apart from them, so no writer can disagree), shown by every writer and the console, and it fails
 // the run by default (FailPolicy::untested); `--fail-on` without "untested" relaxes it.
@@ -71,7 +72,9 @@ std::vector<UntestedCase> untested_cases(const Report& report) {
     auto [it, added] = index.try_emplace(c.key(), cases.size());
     if (added) cases.push_back({std::move(c), false});
     Seen& seen = cases[it->second];
-    if (r.outcome != Outcome::skipped && r.outcome != Outcome::unsupported) seen.tested = true;
+    // Mistrusted ran but proved nothing (every compared value zero or NaN): not a test either.
+    if (r.outcome != Outcome::skipped && r.outcome != Outcome::unsupported && r.outcome != Outcome::mistrusted)
+      seen.tested = true;
     else
       seen.c.reasons.push_back(r.check + ": " + std::string(conformance::to_string(r.outcome)) + " — " +
                                std::string(detail::first_line(r.message)));

@@ -89,11 +89,13 @@ TEST(ReportsConsole, QuietShowsOnlyTheSummary) {
   const std::string text = console_output({.terminal = true, .color = false, .quiet = true});
   EXPECT_EQ(text, "12 results in 12.5 s: 4 passed, 3 failed, 1 skipped, 1 unsupported, 1 crashed, "
                   "1 timed_out, 1 mistrusted\n"
-                  "2 untested cases (every check skipped or unsupported; --fail-on untested)\n"
+                  "3 untested cases (every check skipped, unsupported or mistrusted; --fail-on untested)\n"
                   "  UNTESTED aten::add.Tensor [cuda, float16]: gradcheck: skipped — gradcheck needs float64 or "
                   "complex128: float16 is too coarse for finite differences\n"
                   "  UNTESTED aten::mul.Tensor [cuda, bfloat16]: stride_invariance: unsupported — no kernel for "
                   "aten::mul.Tensor on cuda for bfloat16 (the library does not implement it)\n"
+                  "  UNTESTED aten::zeros_like [cpu, float32]: test_faketensor: mistrusted — every output element "
+                  "was zero in the library and the reference: the comparison proves nothing\n"
                   "FAIL\n");
 }
 
@@ -122,7 +124,7 @@ TEST(ReportsConsole, AnUntestedRunSaysFailAndInferenceOnlyOpsAreCounted) {
   report.results.push_back(no_backward);
   report.results.push_back(testing::result("aten::neg", "test_schema", "cpu", "float32", Outcome::passed));
   const std::string text = summary_of(report);
-  EXPECT_THAT(text, HasSubstr("1 untested case (every check skipped or unsupported; --fail-on untested)\n"
+  EXPECT_THAT(text, HasSubstr("1 untested case (every check skipped, unsupported or mistrusted; --fail-on untested)\n"
                               "  UNTESTED op [cpu, float32]: c: skipped — nothing applies\n"));
   EXPECT_THAT(text, HasSubstr("inference only: 1 op without backward (aten::neg); --fail-on unsupported fails on them\n"));
   EXPECT_THAT(text, HasSubstr("\nFAIL\n"));

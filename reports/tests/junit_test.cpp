@@ -91,7 +91,7 @@ TEST(ReportsJunit, IsWellFormedXml) {
 TEST(ReportsJunit, CountsPerSuiteAndInTotal) {
   const std::string xml = to_junit(sample_report());
   EXPECT_THAT(xml, HasSubstr("<testsuites name=\"opconform vendor-ops 2.3 &lt;beta&gt; &amp; &quot;friends&quot;\" "
-                             "tests=\"14\" failures=\"5\" errors=\"2\" skipped=\"3\" time=\"12.500\">"));
+                             "tests=\"15\" failures=\"6\" errors=\"2\" skipped=\"3\" time=\"12.500\">"));
   EXPECT_THAT(xml, HasSubstr("<testsuite name=\"aten::add.Tensor\" tests=\"5\" failures=\"2\" errors=\"0\" skipped=\"1\" "
                              "time=\"0.762\" timestamp=\"2026-12-01T03:04:05Z\">"));
   EXPECT_THAT(xml, HasSubstr("<testcase name=\"gradcheck[cpu,float32]\" classname=\"aten::add.Tensor\" time=\"0.500\">"));

@@ -48,21 +48,26 @@ TEST(ReportsModel, FailsOnTheChosenOutcomes) {
   EXPECT_TRUE(fails(r));
 }
 
-// Note [Untested is not a pass]: a case whose every check was skipped or unsupported.
+// Note [Untested is not a pass]: a case whose every check was skipped, unsupported or mistrusted.
 TEST(ReportsModel, UntestedCasesAreThoseWhereNoCheckTestedAnything) {
   Report r;
   r.results = {result("a", "c", "cpu", "float32", Outcome::skipped, "no grad"),
                result("a", "d", "cpu", "float32", Outcome::unsupported, "no kernel\nsecond line"),
                result("a", "c", "cpu", "float64", Outcome::skipped),
                result("a", "d", "cpu", "float64", Outcome::passed),
-               result("b", "c", "cpu", "float32", Outcome::mistrusted),  // ran: proved little, but tested
-               result("lib", "load", "", "", Outcome::skipped)};         // load problems are not cases
+               result("b", "c", "cpu", "float32", Outcome::mistrusted, "all zero"),  // proved nothing
+               result("b", "c", "cpu", "float64", Outcome::mistrusted),
+               result("b", "d", "cpu", "float64", Outcome::failed),    // a finding is a test
+               result("lib", "load", "", "", Outcome::skipped)};        // load problems are not cases
   const auto untested = untested_cases(r);
-  ASSERT_EQ(untested.size(), 1u);
+  ASSERT_EQ(untested.size(), 2u);
   EXPECT_EQ(untested[0].key(), "a [cpu, float32]");
   EXPECT_THAT(untested[0].reasons, ElementsAre("c: skipped — no grad", "d: unsupported — no kernel"));
-  EXPECT_TRUE(fails(r, FailPolicy{}));                            // untested fails by default
-  EXPECT_FALSE(fails(r, FailPolicy{FailPolicy{}.outcomes, false}));  // --fail-on without untested
+  EXPECT_EQ(untested[1].key(), "b [cpu, float32]");
+  EXPECT_THAT(untested[1].reasons, ElementsAre("c: mistrusted — all zero"));
+  EXPECT_TRUE(fails(r, FailPolicy{}));                                 // untested fails by default
+  EXPECT_FALSE(fails(r, FailPolicy{{Outcome::crashed}, false}));       // --fail-on without untested
+  EXPECT_TRUE(fails(r, FailPolicy{FailPolicy{}.outcomes, false}));     // the failed result still fails
 }
 
 TEST(ReportsModel, ParsesTheFailPolicy) {

@@ -23,6 +23,10 @@ struct CheckContext {
   Registry& registry;              // the registry the op lives in
   // The registry the op is compared with (reference_agreement); null when there is none.
   Registry* reference = nullptr;
+  // The registry the op's definition came from (the reference, for a library's ops), asked
+  // whether the op is differentiable there (Note [Inference-only libraries]) even when
+  // reference_agreement is off; null: `reference`.
+  Registry* definitions = nullptr;
 };
 
 class Check {

@@ -21,9 +21,9 @@
 //   declared range); float, bool, Scalar, complex; int[]/float[]/bool[] (shapes: sizes
 //   1..max_dim_size, length rank(t) under list_length_equals_rank); Tensor[] (1 to 3 tensors);
 //   ScalarType/Device from the spec; `T?` is sometimes None; an argument with a default sometimes
-//   takes it. ScalarType arguments take any of the op's dtypes, Device arguments any device this
-//   machine has, MemoryFormat arguments contiguous, preserve and the channels-last format that fits
-//   the first tensor's rank.
+//   takes it. ScalarType arguments take any of the op's dtypes, Device arguments any of the spec's
+//   devices and cpu, MemoryFormat arguments contiguous, preserve and the channels-last format that
+//   fits the first tensor's rank.
 // Tensors and tensor lists are generated first (schema order), then the other arguments, so
 // relations can point either way.
 //
@@ -64,6 +64,7 @@ namespace opconform::conformance {
 struct GenerateSpec {
   int count = 100;        // samples tried (RapidCheck's maxSuccess)
   uint64_t seed = 0;      // 0: a random seed, printed on stderr; OPCONFORM_SEED overrides both
+  // The devices samples live on; Device arguments take each of them, and cpu.
   std::vector<Device> devices = {Device::cpu()};
   // The sample dtypes. Empty: the op's declared ones (InputConstraints::dtypes: the reference's
   // list, a plugin's declare_dtypes, a custom op's declaration), else float32 and float64. An
@@ -139,7 +140,7 @@ class SampleDraw {
   // (contiguous, offset, sliced, transposed, expanded unless `mutable_input`).
   virtual Tensor tensor(const std::vector<int64_t>& sizes, DType dtype, const ValueConstraint& values = {},
                         bool mutable_input = false) = 0;
-  // A value for a Device argument: the sample's device, the spec's or any other this machine has.
+  // A value for a Device argument: the sample's device, another of the spec's, or cpu.
   virtual Device device_value() = 0;
   // An int64 tensor of these sizes with values in [lo, hi] (indices), any layout the spec allows.
   // lo > hi is accepted only for an empty tensor.

@@ -35,6 +35,9 @@ struct OpcheckOptions {
   std::optional<double> rtol;
   // The registry reference_agreement compares with (opconform check --against reference).
   Registry* reference = nullptr;
+  // Where the ops' definitions came from (CheckContext::definitions): the CLI sets the reference
+  // for a library's ops, with or without --against.
+  Registry* definitions = nullptr;
   // Called as each check starts on the op (the harness's workers report it, so a crash or a hang
   // is put on the check that was running).
   std::function<void(const std::string& check)> on_check_start;

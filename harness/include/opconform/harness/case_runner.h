@@ -14,6 +14,7 @@ namespace opconform::harness {
 struct CaseContext {
   Registry& registry;             // where the ops under test live
   Registry* reference = nullptr;  // what reference_agreement compares with
+  Registry* definitions = nullptr;  // where a library's op definitions came from (the reference)
   int samples = 50;
   std::optional<uint64_t> seed;
   std::optional<int> large_percent;        // PlanOptions'

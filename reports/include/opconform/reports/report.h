@@ -72,7 +72,7 @@ struct Report {
   bool operator==(const Report&) const = default;
 };
 
-// A case (op x device x dtype) on which every check was skipped or unsupported: nothing was
+// A case (op x device x dtype) on which every check was skipped, unsupported or mistrusted: nothing was
 // tested there, which is never a pass (ARCHITECTURE.md: the untested verdict). Load problems
 // (check "load") are not cases.
 struct UntestedCase {

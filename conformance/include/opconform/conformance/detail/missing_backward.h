@@ -1,4 +1,4 @@
-// Note [Inference-only libraries]: a library under test (CheckContext::reference set) that
+// Note [Inference-only libraries]: a library under test (CheckContext::definitions set) that
 // implements an op the reference can differentiate, but registers no backward for it, gives
 // outputs that do not require grad: gradcheck would skip ("no output is differentiable") and
 // test_autograd_registration would pass ("not differentiable through this registry"), so a wrong
@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "opconform/conformance/check.h"
 
@@ -18,5 +19,9 @@ namespace opconform::conformance::detail {
 // op, the reference has the op with a kernel at an autograd key, and the op under test has none
 // (nor a CompositeImplicitAutograd kernel). nullopt otherwise: the check runs as usual.
 std::optional<CheckResult> missing_backward(const CheckContext& ctx, std::string_view check);
+
+// Whether `op` has a kernel at an autograd key: DispatchKey::Autograd, CompositeImplicitAutograd
+// (autograd from the ops it calls), or the Autograd<Backend> key of one of `inputs`' devices.
+bool has_autograd_kernel(const OperatorHandle& op, const std::vector<Tensor>& inputs);
 
 }  // namespace opconform::conformance::detail
