@@ -131,11 +131,10 @@ Range range_of(DType dt, const ValueConstraint& vc, double span = kSpan) {
   return r;
 }
 
-// The ordinary value `step` thousandths of the way from the anchor to a bound (down: the lower).
-// Integers round to nearest, so that every integer of the range, both bounds included, is drawn
-// about equally often (truncating toward the anchor made a bool [0, 1] range all False).
-double ordinary_at(const Range& r, bool integral, bool down, int step) {
-  double f = step / 1000.0;
+// The ordinary value the fraction f (in [0, 1]) of the way from the anchor to a bound (down: the
+// lower). Integers round to nearest, so that every integer of the range, both bounds included, is
+// drawn about equally often (truncating toward the anchor made a bool [0, 1] range all False).
+double ordinary_at(const Range& r, bool integral, bool down, double f) {
   if (r.lo_exclusive) f *= 0.999;  // never reach the excluded bound
   double v = down ? r.anchor - f * (r.anchor - r.lo) : r.anchor + f * (r.hi - r.anchor);
   return integral ? std::clamp(std::round(v), r.lo, r.hi) : v;
@@ -145,11 +144,11 @@ double ordinary_at(const Range& r, bool integral, bool down, int step) {
 // fair coin at every size (the fraction grows with RapidCheck's size, which would make the early
 // samples all False).
 rc::Gen<double> ordinary_value(DType dt, const Range& r) {
-  if (dt == DType::Bool && r.lo <= 0 && r.hi >= 1) return rc::gen::map(choice({1, 1}), [](int k) { return double(k); });
+  if (dt == DType::Bool) return rc::gen::map(choice({1, 1}), [](int k) { return double(k); });
   const bool integral = !is_float_like(dt);
   return rc::gen::map(rc::gen::tuple(choice({1, 1}), rc::gen::inRange(0, 1001)),
                       [r, integral](const std::tuple<int, int>& t) {
-                        return ordinary_at(r, integral, std::get<0>(t) == 1, std::get<1>(t));
+                        return ordinary_at(r, integral, std::get<0>(t) == 1, std::get<1>(t) / 1000.0);
                       });
 }
 
@@ -265,6 +264,12 @@ constexpr int64_t kLargeSizes[] = {31,   32,   33,   63,   64,   65,   127,   12
                                    4096, 4097, 8191, 8192, 8193, 65535, 65536, 65537};
 constexpr int kLargeSizeCount = static_cast<int>(std::size(kLargeSizes));
 
+// The sample's tier: 1 (large) for GenerateSpec::large_percent of the samples; 0, small, is the
+// simpler choice and comes first.
+rc::Gen<int> tier_gen(const GenerateSpec& spec) {
+  return spec.large_percent > 0 ? choice({100 - spec.large_percent, spec.large_percent}) : rc::gen::just(0);
+}
+
 int64_t product(const std::vector<int64_t>& s) {
   return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
 }
@@ -367,6 +372,17 @@ ValueMode value_mode(int pick, DType dt, const ValueConstraint& vc, bool special
 // ones are continuous rather than on the thousandths grid, so ties and kinks stay rare.
 constexpr int64_t kSeededValuesAbove = 4096;
 
+// `count` values from one drawn seed (no shrinking): element(bits) makes each from 64 random bits.
+template <typename Element>
+rc::Gen<std::vector<double>> seeded_values(int64_t count, Element element) {
+  return rc::gen::map(rc::gen::noShrink(rc::gen::arbitrary<uint64_t>()), [count, element](uint64_t seed) {
+    std::mt19937_64 bits(seed);
+    std::vector<double> out(static_cast<size_t>(count));
+    for (double& v : out) v = element(bits());
+    return out;
+  });
+}
+
 // `count` values in a mode: all "zero" (the simplest admitted value), ordinary ones, or ordinary
 // ones mixed with special ones.
 rc::Gen<std::vector<double>> values_gen(DType dt, const ValueConstraint& vc, ValueMode mode, int64_t count) {
@@ -374,23 +390,12 @@ rc::Gen<std::vector<double>> values_gen(DType dt, const ValueConstraint& vc, Val
   if (count > kSeededValuesAbove && mode == ValueMode::zeros) mode = ValueMode::ordinary;
   if (mode == ValueMode::zeros) return rc::gen::just(std::vector<double>(count, range.anchor));
   if (count > kSeededValuesAbove) {
+    // 30% specials where the mode has them; else a continuous fraction (bits 11..63).
     std::vector<double> specials = mode == ValueMode::special ? special_values(dt, vc) : std::vector<double>{};
     const bool integral = !is_float_like(dt);
-    return rc::gen::map(rc::gen::noShrink(rc::gen::arbitrary<uint64_t>()), [=](uint64_t seed) {
-      std::mt19937_64 bits(seed);
-      std::vector<double> out(static_cast<size_t>(count));
-      for (double& v : out) {
-        const uint64_t r = bits();
-        if (!specials.empty() && r % 100 < 30) {
-          v = specials[(r >> 8) % specials.size()];
-        } else if (integral || dt == DType::Bool) {
-          v = ordinary_at(range, true, (r >> 8) & 1, static_cast<int>((r >> 9) % 1001));
-        } else {
-          const double f = static_cast<double>(r >> 11) * 0x1p-53 * (range.lo_exclusive ? 0.999 : 1.0);
-          v = (r >> 10) & 1 ? range.anchor - f * (range.anchor - range.lo) : range.anchor + f * (range.hi - range.anchor);
-        }
-      }
-      return out;
+    return seeded_values(count, [range, integral, specials](uint64_t r) {
+      if (!specials.empty() && r % 100 < 30) return specials[(r >> 8) % specials.size()];
+      return ordinary_at(range, integral, (r >> 10) & 1, static_cast<double>(r >> 11) * 0x1p-53);
     });
   }
   rc::Gen<double> element = ordinary_value(dt, range);
@@ -787,10 +792,7 @@ struct Generator {
     SamplePlan plan;
     plan.args.resize(schema.arguments.size());
     std::vector<bool> done(schema.arguments.size(), false);
-    // Small first (Note [The large tier]).
-    rc::Gen<int> tier = spec.large_percent > 0 ? choice({100 - std::min(spec.large_percent, 100), spec.large_percent})
-                                               : rc::gen::just(0);
-    const auto first = *rc::gen::tuple(tier, choice(std::vector<int>(sample_dtypes.size(), 1)),
+    const auto first = *rc::gen::tuple(tier_gen(spec), choice(std::vector<int>(sample_dtypes.size(), 1)),
                                        choice(std::vector<int>(spec.devices.size(), 1)));
     const bool large = std::get<0>(first) == 1;
     plan.dtype = sample_dtypes[std::get<1>(first)];
@@ -1114,12 +1116,9 @@ class BuilderDraw final : public SampleDraw {
         [&]() -> rc::Gen<std::vector<double>> {
           if (!indices || mode == ValueMode::zeros) return values_gen(dtype, values, mode, count);
           if (count > kSeededValuesAbove) {
-            const int64_t lo = indices->first, hi = indices->second;
-            return rc::gen::map(rc::gen::noShrink(rc::gen::arbitrary<uint64_t>()), [lo, hi, count](uint64_t seed) {
-              std::mt19937_64 bits(seed);
-              std::vector<double> out(static_cast<size_t>(count));
-              for (double& v : out) v = static_cast<double>(lo + static_cast<int64_t>(bits() % static_cast<uint64_t>(hi - lo + 1)));
-              return out;
+            const int64_t lo = indices->first, span = indices->second - indices->first + 1;
+            return seeded_values(count, [lo, span](uint64_t r) {
+              return static_cast<double>(lo + static_cast<int64_t>(r % static_cast<uint64_t>(span)));
             });
           }
           auto index = rc::gen::resize(kFullSize, int_in(indices->first, indices->second));
@@ -1171,9 +1170,8 @@ struct BuilderGenerator {
     Drawing drawing{&given, random, size, {}};
     BuilderPlan plan;
     try {
-      const int large_percent = std::clamp(spec.large_percent, 0, 100);
-      plan.large = drawing.choose<bool>(key_of("tier", large_percent), [large_percent] {
-        return rc::gen::map(choice({100 - large_percent, large_percent}), [](int k) { return k == 1; });
+      plan.large = drawing.choose<bool>(key_of("tier", spec.large_percent), [this] {
+        return rc::gen::map(tier_gen(spec), [](int k) { return k == 1; });
       });
       const size_t n = spec.devices.size();
       plan.device = spec.devices[drawing.choose<int64_t>(key_of("device", n), [n] {

@@ -5,11 +5,13 @@
 #include "opconform/core/tag.h"
 
 namespace opconform::conformance::detail {
-bool has_autograd_kernel(const OperatorHandle& op, const std::vector<Tensor>& inputs) {
-  if (op.has_kernel_at(DispatchKey::Autograd) || op.has_kernel_at(DispatchKey::CompositeImplicitAutograd)) return true;
+
+std::optional<DispatchKey> autograd_kernel_key(const OperatorHandle& op, const std::vector<Tensor>& inputs) {
+  for (DispatchKey k : {DispatchKey::Autograd, DispatchKey::CompositeImplicitAutograd})
+    if (op.has_kernel_at(k)) return k;
   for (const Tensor& t : inputs)
-    if (op.has_kernel_at(autograd_key(t.device().type))) return true;
-  return false;
+    if (op.has_kernel_at(autograd_key(t.device().type))) return autograd_key(t.device().type);
+  return std::nullopt;
 }
 
 std::optional<CheckResult> missing_backward(const CheckContext& ctx, std::string_view check) {
@@ -21,10 +23,10 @@ std::optional<CheckResult> missing_backward(const CheckContext& ctx, std::string
       inputs.push_back(t);
       requires_grad = requires_grad || t.requires_grad();
     }
-  if (definitions == nullptr || !requires_grad || ctx.op.has_tag(Tag::out) || has_autograd_kernel(ctx.op, inputs))
+  if (definitions == nullptr || !requires_grad || ctx.op.has_tag(Tag::out) || autograd_kernel_key(ctx.op, inputs))
     return std::nullopt;
   const auto reference_op = definitions->find(ctx.op.name());
-  if (!reference_op || !reference_op->has_schema() || !has_autograd_kernel(*reference_op, inputs)) return std::nullopt;
+  if (!reference_op || !reference_op->has_schema() || !autograd_kernel_key(*reference_op, inputs)) return std::nullopt;
   CheckResult r;
   r.check = std::string(check);
   r.outcome = Outcome::unsupported;

@@ -66,15 +66,8 @@ class TestAutogradRegistration final : public Check {
     if (auto gap = detail::missing_backward(ctx, kName)) return *gap;  // Note [Inference-only libraries]
 
     // A kernel at an autograd key, or a composite that gets autograd from the ops it calls.
-    if (detail::has_autograd_kernel(op, inputs)) {
-      std::vector<DispatchKey> keys = {DispatchKey::Autograd, DispatchKey::CompositeImplicitAutograd};
-      for (const Tensor& t : inputs) keys.push_back(autograd_key(t.device().type));
-      for (DispatchKey k : keys) {
-        if (op.has_kernel_at(k)) {
-          result.message = concat("'", op.name(), "' has a kernel registered at ", to_string(k));
-          break;
-        }
-      }
+    if (const auto key = detail::autograd_kernel_key(op, inputs)) {
+      result.message = concat("'", op.name(), "' has a kernel registered at ", to_string(*key));
       return result;
     }
 

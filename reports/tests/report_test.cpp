@@ -78,7 +78,8 @@ TEST(ReportsModel, ParsesTheFailPolicy) {
   EXPECT_FALSE(parse_fail_policy("crashed").untested);
   EXPECT_EQ(parse_fail_policy(to_string(FailPolicy{})), FailPolicy{});
   EXPECT_THAT(opconform::testing::error_of([] { parse_fail_policy("failed,exploded"); }).what(),
-              HasSubstr("unknown name 'exploded'"));
+              HasSubstr("--fail-on: unknown outcome 'exploded' (known: passed, failed"));
+  EXPECT_THAT(opconform::testing::error_of([] { parse_fail_policy("exploded"); }).what(), HasSubstr("), or untested"));
   EXPECT_THAT(opconform::testing::error_of([] { parse_fail_policy(","); }).what(), HasSubstr("an empty list"));
 }
 

@@ -20,8 +20,8 @@ namespace opconform::conformance::detail {
 // (nor a CompositeImplicitAutograd kernel). nullopt otherwise: the check runs as usual.
 std::optional<CheckResult> missing_backward(const CheckContext& ctx, std::string_view check);
 
-// Whether `op` has a kernel at an autograd key: DispatchKey::Autograd, CompositeImplicitAutograd
-// (autograd from the ops it calls), or the Autograd<Backend> key of one of `inputs`' devices.
-bool has_autograd_kernel(const OperatorHandle& op, const std::vector<Tensor>& inputs);
+// The autograd key `op` has a kernel at: DispatchKey::Autograd, CompositeImplicitAutograd (autograd
+// from the ops it calls), or the Autograd<Backend> key of one of `inputs`' devices; nullopt: none.
+std::optional<DispatchKey> autograd_kernel_key(const OperatorHandle& op, const std::vector<Tensor>& inputs);
 
 }  // namespace opconform::conformance::detail
