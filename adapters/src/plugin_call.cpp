@@ -79,7 +79,7 @@ struct CallArena {
   bool fake = false;
   Device device = Device::cpu();
   std::string error;
-  std::vector<void*> blocks;                        // ctx->alloc
+  std::vector<std::shared_ptr<Storage>> blocks;     // ctx->alloc (storages: guarded as tensors are)
   std::deque<std::string> strings;                  // string arguments
   std::deque<std::vector<OpcValue>> lists;          // list arguments
   std::vector<std::pair<OpcDLManagedTensorVersioned*, Tensor>> args;  // argument tensors (host-owned)
@@ -91,7 +91,6 @@ struct CallArena {
     for (auto& [m, t] : args) release(m);
     for (auto* m : created) release(m);
     for (auto* m : foreign) release(m);
-    for (void* b : blocks) std::free(b);
   }
 
   // Ownership of m passed to a Tensor (from_dlpack): forget it.
@@ -239,16 +238,14 @@ struct CallArena {
 void* arena_alloc(void* host, size_t bytes) {
   auto* a = static_cast<CallArena*>(host);
   if (bytes > (size_t{1} << 48)) return nullptr;  // no such request is real; (bytes + 15) must not wrap
-  void* p = std::aligned_alloc(16, std::max<size_t>(16, (bytes + 15) / 16 * 16));
-  if (p != nullptr) {
-    try {
-      a->blocks.push_back(p);
-    } catch (...) {
-      std::free(p);
-      return nullptr;
-    }
+  try {
+    // A Storage, so that the memory_safety check guards scratch memory too (Note [Memory
+    // guards]); the size rounded to 16 keeps the ABI's alignment under any placement.
+    a->blocks.push_back(Storage::allocate(std::max<size_t>(16, (bytes + 15) / 16 * 16), Device::cpu()));
+    return a->blocks.back()->data();
+  } catch (...) {
+    return nullptr;
   }
-  return p;
 }
 
 void arena_set_error(void* host, const char* message) {

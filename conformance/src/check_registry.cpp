@@ -20,7 +20,8 @@ CheckTable& table() {
                       detail::make_gradcheck, detail::make_gradgradcheck, detail::make_stride_invariance,
                       detail::make_determinism, detail::make_dtype_consistency, detail::make_edge_shapes,
                       detail::make_vmap_consistency, detail::make_autocast_consistency, detail::make_error_inputs,
-                      detail::make_reference_agreement, detail::make_test_aot_dispatch_dynamic}) {
+                      detail::make_reference_agreement, detail::make_test_aot_dispatch_dynamic,
+                      detail::make_memory_safety}) {
       auto check = make();
       std::string name(check->name());
       created->checks.emplace(std::move(name), std::move(check));

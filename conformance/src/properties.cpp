@@ -22,13 +22,12 @@
 #include "opconform/core/vmap.h"
 
 namespace opconform::conformance::detail {
-namespace {
 
 using autograd::NoGradGuard;
 using opconform::detail::concat;
 
-CheckResult make_result(std::string_view check, Outcome outcome, std::string message, const std::string& op = "",
-                        const std::string& sample = "") {
+CheckResult make_result(std::string_view check, Outcome outcome, std::string message, const std::string& op,
+                        const std::string& sample) {
   CheckResult r;
   r.check = std::string(check);
   r.outcome = outcome;
@@ -61,8 +60,6 @@ Stack call(const OperatorHandle& op, const Stack& args) {
   ::opconform::conformance::detail::run_boxed(op, stack);
   return stack;
 }
-
-}  // namespace
 
 std::vector<std::pair<std::string, IValue>> observables(const OperatorHandle& op, const Stack& args, const Stack& returns) {
   std::vector<std::pair<std::string, IValue>> out;
@@ -114,14 +111,6 @@ Verdict compare_observables(const OperatorHandle& op, const std::vector<std::pai
   return v;
 }
 
-namespace {
-
-// The op's result, or the Error it threw (anything else propagates to the caller).
-struct Run {
-  std::optional<Error> error;
-  std::vector<std::pair<std::string, IValue>> seen;
-};
-
 Run run_op(const OperatorHandle& op, const Stack& args) {
   Run r;
   try {
@@ -132,6 +121,8 @@ Run run_op(const OperatorHandle& op, const Stack& args) {
   }
   return r;
 }
+
+namespace {
 
 Tensor plain(const Tensor& t) { return t.detach(); }
 

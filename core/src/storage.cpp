@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "opconform/core/error.h"
+#include "opconform/core/memory_guard.h"
 
 namespace opconform {
 
@@ -83,7 +84,9 @@ void set_allocator(DeviceType type, Allocator* allocator) {
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
-  Allocator& allocator = allocator_for(device.type);
+  // Inside a memory_guard::GuardScope, the guarded placement (Note [Memory guards]).
+  Allocator* guarded = memory_guard::detail::active_guarded_allocator(device.type);
+  Allocator& allocator = guarded != nullptr ? *guarded : allocator_for(device.type);
   void* data = allocator.allocate(nbytes, device);
   std::shared_ptr<Storage> s(new Storage());
   s->data_ = data;

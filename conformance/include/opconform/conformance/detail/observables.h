@@ -2,10 +2,12 @@
 // each argument the schema writes, and the comparison of two such lists (properties.cpp; used by
 // the property checks and test_aot_dispatch_dynamic).
 #pragma once
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "opconform/conformance/outcome.h"
 #include "opconform/conformance/tolerance.h"
 #include "opconform/core/registry.h"
 
@@ -28,5 +30,24 @@ struct Verdict {
 // values by their printed form.
 Verdict compare_observables(const OperatorHandle& op, const Observables& actual, const Observables& expected,
                             const ToleranceSpec& spec, Exactness exactness);
+
+// ---- what every check that runs the op shares (defined in properties.cpp) ----
+
+// A result of `check`; a failed one gets a repro line naming the op and the sample.
+CheckResult make_result(std::string_view check, Outcome outcome, std::string message, const std::string& op = "",
+                        const std::string& sample = "");
+std::vector<std::string> arg_names(const OperatorHandle& op);
+std::string arg_name(const OperatorHandle& op, size_t i);
+// The schema marks argument i written.
+bool is_written(const OperatorHandle& op, size_t i);
+// Runs the op under NoGradGuard on `args` (which it may write) and returns its returns.
+Stack call(const OperatorHandle& op, const Stack& args);
+
+// The op's observables, or the Error it threw (anything else propagates to the caller).
+struct Run {
+  std::optional<Error> error;
+  Observables seen;
+};
+Run run_op(const OperatorHandle& op, const Stack& args);
 
 }  // namespace opconform::conformance::detail
