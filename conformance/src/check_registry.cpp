@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -21,7 +22,7 @@ CheckTable& table() {
                       detail::make_determinism, detail::make_dtype_consistency, detail::make_edge_shapes,
                       detail::make_vmap_consistency, detail::make_autocast_consistency, detail::make_error_inputs,
                       detail::make_reference_agreement, detail::make_test_aot_dispatch_dynamic,
-                      detail::make_memory_safety}) {
+                      detail::make_memory_safety, detail::make_thread_safety}) {
       auto check = make();
       std::string name(check->name());
       created->checks.emplace(std::move(name), std::move(check));
@@ -50,6 +51,8 @@ std::vector<std::string> check_names() {
   std::lock_guard lock(t.mutex);
   std::vector<std::string> names;
   for (const auto& [n, c] : t.checks) names.push_back(n);
+  // thread_safety first: Note [Concurrent first calls] (thread_safety.cpp).
+  std::stable_partition(names.begin(), names.end(), [](const std::string& n) { return n == "thread_safety"; });
   return names;
 }
 

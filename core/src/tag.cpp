@@ -19,12 +19,13 @@ std::string_view to_string(Tag t) {
     case Tag::generated: return "generated";
     case Tag::maybe_aliasing_or_mutating: return "maybe_aliasing_or_mutating";
     case Tag::pt2_compliant_tag: return "pt2_compliant_tag";
+    case Tag::not_thread_safe: return "not_thread_safe";
   }
   return "?";
 }
 
 std::optional<Tag> parse_tag(std::string_view s) {
-  for (int i = 0; i <= static_cast<int>(Tag::pt2_compliant_tag); ++i) {
+  for (int i = 0; i <= static_cast<int>(Tag::not_thread_safe); ++i) {
     if (to_string(static_cast<Tag>(i)) == s) return static_cast<Tag>(i);
   }
   return std::nullopt;

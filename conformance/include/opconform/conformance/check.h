@@ -40,6 +40,7 @@ class Check {
 // "gradcheck", "gradgradcheck", "stride_invariance", ...). Throws for an unknown name, listing
 // the known ones.
 const Check& check_named(std::string_view name);
+// Every check, thread_safety first (Note [Concurrent first calls]), then by name.
 std::vector<std::string> check_names();
 // Adds a check (test_aot_dispatch_dynamic plugs in this way); the object lives for the process.
 void register_check(std::unique_ptr<Check> check);

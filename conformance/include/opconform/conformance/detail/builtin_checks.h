@@ -28,6 +28,7 @@ std::unique_ptr<Check> make_autocast_consistency();
 std::unique_ptr<Check> make_error_inputs();
 // What element-wise comparisons cannot see (memory_safety.cpp, thread_safety.cpp, rounding.cpp).
 std::unique_ptr<Check> make_memory_safety();
+std::unique_ptr<Check> make_thread_safety();
 // Against the reference (CHECKS.md): needs CheckContext::reference.
 std::unique_ptr<Check> make_reference_agreement();
 // Capture into a graph (compile/): test_aot_dispatch_dynamic.cpp.

@@ -1,0 +1,144 @@
+// thread_safety on seeded bugs that only concurrent calls show (a lazily filled lookup table, a
+// static scratch buffer) and on their correct twins; a not_thread_safe op is not run.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <mutex>
+#include <thread>
+
+#include "opconform/conformance/check.h"
+#include "opconform/conformance/detail/builtin_checks.h"
+#include "opconform/core/custom_op.h"
+
+namespace opconform::conformance {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kTable = 1 << 18;
+
+Tensor floats(int64_t n) {
+  Tensor t = empty({n}, TensorOptions(DType::Float32));
+  float* p = t.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) p[i] = 0.25f * static_cast<float>(i % 97);
+  return t;
+}
+
+// x[i] * table[kTable - 1 - i % kTable], where table[j] = 1 + sin(j): a kernel reads the entries a
+// first caller fills last.
+Tensor scaled(const Tensor& x, const float* table) {
+  Tensor out = empty(x.sizes(), x.options());
+  const float* in = x.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) o[i] = in[i] * table[kTable - 1 - i % kTable];
+  return out;
+}
+
+// A slow initialisation (a plan, a table read from disk): the pause is the window the other
+// callers fall into even on a loaded machine, where threads do not run side by side.
+void fill(float* table) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int64_t j = 0; j < kTable; ++j) table[j] = 1.0f + std::sin(static_cast<float>(j));
+}
+
+class ThreadSafetyTest : public ::testing::Test {
+ protected:
+  CustomOpOptions opts(std::vector<Tag> tags = {}) {
+    CustomOpOptions o;
+    o.registry = &registry;
+    o.tags = std::move(tags);
+    return o;
+  }
+  CheckResult run(const CustomOpDef& op, Stack args) {
+    Sample sample(std::move(args));
+    return detail::make_thread_safety()->run({op.handle(), sample, tolerance, registry});
+  }
+  Registry registry;
+  ToleranceSpec tolerance;
+};
+
+TEST_F(ThreadSafetyTest, ALazilyFilledTableWithoutSynchronisationFails) {
+  // SEEDED BUG: the flag says "ready" before the table is filled.
+  static std::atomic<bool> ready{false};
+  static std::vector<float> table(kTable);
+  auto op = custom_op("t::lazy_table", std::function<Tensor(const Tensor&)>([](const Tensor& x) {
+                        if (!ready.exchange(true)) fill(table.data());
+                        return scaled(x, table.data());
+                      }),
+                      opts(), {"x"});
+  CheckResult r = run(op, {IValue(floats(4096))});
+  EXPECT_EQ(r.outcome, Outcome::failed);
+  EXPECT_THAT(r.message, HasSubstr("in 4 concurrent calls, thread"));
+  EXPECT_THAT(r.message, HasSubstr("differs from a sequential call's (bitwise): output 0"));
+}
+
+TEST_F(ThreadSafetyTest, TheSameTableBehindCallOnceIsThreadSafe) {
+  static std::once_flag once;
+  static std::vector<float> table(kTable);
+  auto op = custom_op("t::once_table", std::function<Tensor(const Tensor&)>([](const Tensor& x) {
+                        std::call_once(once, [] { fill(table.data()); });
+                        return scaled(x, table.data());
+                      }),
+                      opts(), {"x"});
+  for (int64_t n : {1, 7, 4096}) {
+    CheckResult r = run(op, {IValue(floats(n))});
+    EXPECT_EQ(r.outcome, Outcome::passed) << n << ": " << r.message;
+  }
+}
+
+// Beyond the list in the issue: state shared by every call, not only by the first ones.
+TEST_F(ThreadSafetyTest, AStaticScratchBufferSharedByCallsFails) {
+  auto op = custom_op("t::static_scratch", std::function<Tensor(const Tensor&)>([](const Tensor& x) {
+                        static std::vector<float> scratch;  // SEEDED BUG: one buffer for every caller
+                        const int64_t n = x.numel();
+                        scratch.assign(x.const_data_ptr<float>(), x.const_data_ptr<float>() + n);
+                        for (int64_t i = 0; i < n; ++i) scratch[i] = scratch[i] * 0.5f + 1.0f;
+                        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the window, as in fill()
+                        Tensor out = empty(x.sizes(), x.options());
+                        std::copy(scratch.begin(), scratch.begin() + n, out.mutable_data_ptr<float>());
+                        return out;
+                      }),
+                      opts(), {"x"});
+  CheckResult r = run(op, {IValue(floats(1024))});
+  EXPECT_EQ(r.outcome, Outcome::failed);
+  EXPECT_THAT(r.message, HasSubstr("tag the op not_thread_safe"));
+}
+
+TEST_F(ThreadSafetyTest, AnOpTaggedNotThreadSafeIsSkippedWithTheReason) {
+  auto op = custom_op("t::declared", std::function<Tensor(const Tensor&)>([](const Tensor& x) { return x.clone(); }),
+                      opts({Tag::not_thread_safe}), {"x"});
+  CheckResult r = run(op, {IValue(floats(3))});
+  EXPECT_EQ(r.outcome, Outcome::skipped);
+  EXPECT_THAT(r.message, HasSubstr("tagged not_thread_safe"));
+}
+
+TEST_F(ThreadSafetyTest, AnErrorOnlyUnderConcurrencyFails) {
+  // SEEDED BUG: a "busy" flag instead of a lock: a second caller gets an error.
+  static std::atomic<int> inside{0};
+  auto op = custom_op("t::busy", std::function<Tensor(const Tensor&)>([](const Tensor& x) {
+                        if (inside.fetch_add(1) != 0) {
+                          inside.fetch_sub(1);
+                          throw Error(ErrorCode::kInvalidArgument, "t::busy: already running");
+                        }
+                        Tensor out = x.clone();
+                        for (int k = 0; k < 2000; ++k) out.mutable_data_ptr<float>()[k % out.numel()] += 0.0f;
+                        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                        inside.fetch_sub(1);
+                        return out;
+                      }),
+                      opts(), {"x"});
+  CheckResult r = run(op, {IValue(floats(16))});
+  EXPECT_EQ(r.outcome, Outcome::failed);
+  EXPECT_THAT(r.message, HasSubstr("threw (t::busy: already running"));
+}
+
+TEST(ThreadSafetyOrder, ThreadSafetyRunsFirst) {
+  ASSERT_FALSE(check_names().empty());
+  EXPECT_EQ(check_names().front(), "thread_safety");
+}
+
+}  // namespace
+}  // namespace opconform::conformance
