@@ -15,6 +15,7 @@
 #include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
 #include "opconform/conformance/detail/observables.h"
+#include "opconform/conformance/rounding.h"
 #include "opconform/conformance/sample.h"
 #include "opconform/conformance/tolerance.h"
 #include "opconform/core/autocast.h"
@@ -310,6 +311,7 @@ class DtypeConsistency final : public Check {
     // The float64 result, rounded to the sample run's dtype, is the reference; the tolerance is
     // that (lower) dtype's.
     size_t compared = 0, mistrusted = 0;
+    const std::optional<RoundingContract> rounding = declared_rounding(ctx.op.name());
     for (size_t i = 0; i < low.seen.size(); ++i) {
       const IValue& l = low.seen[i].second;
       const IValue& h = ref.seen[i].second;
@@ -324,6 +326,17 @@ class DtypeConsistency final : public Check {
                                   ". The kernel seems to compute in a lower precision than its inputs' dtype. Sample: ",
                                   sample, "."),
                            ctx.op.name(), sample);
+      }
+      // Within tolerance, and for ops that declare it, rounded as the contract says (Note
+      // [Low-precision rounding]): wrong rounding stays inside float16's tolerance.
+      if (rounding) {
+        if (RoundingVerdict rv = check_rounding(lt, h.to_tensor(), *rounding); !rv.ok) {
+          return make_result(name(), Outcome::failed,
+                             concat("dtype_consistency of '", ctx.op.name(), "': ", low.seen[i].first, " in ",
+                                    ::opconform::name(lt.dtype()), " is not its float64 result rounded to nearest-even, ",
+                                    "as the op's rounding contract says: ", rv.what, ". Sample: ", sample, "."),
+                             ctx.op.name(), sample);
+        }
       }
       ++compared;
       mistrusted += c.mistrusted ? 1 : 0;

@@ -88,6 +88,65 @@ std::optional<KernelFunction> automatic_fake_kernel(const FunctionSchema& s, con
   return std::nullopt;
 }
 
+// The kernel at DispatchKey::Meta (Note [Meta calls of custom ops]). It runs the fake kernel the
+// dispatch table holds now (register_fake's newest, or the automatic one), so a replaced fake
+// kernel needs nothing here; inputs and outputs cross between meta and fake tensors.
+void meta_via_fake_kernel(const OperatorHandle& op, DispatchKeySet keys, Stack& stack) {
+  OPCONFORM_CHECK(op.has_kernel_at(DispatchKey::Fake), ErrorCode::kNotImplemented, "operator '", op.name(),
+                  "' has no fake kernel; register one with register_fake (a call with meta tensors runs a custom "
+                  "op's fake kernel, never its function: meta tensors have no data)");
+  KernelFunction fake = op.kernel_for(DispatchKey::Fake);
+  const size_t n = std::min(op.entry().num_arguments, stack.size());
+  const size_t base = stack.size() - n;
+  struct Pair {
+    Tensor fake, meta;
+  };
+  std::vector<Pair> pairs;  // the inputs, then the outputs made so far
+  FakeTensorMode mode;
+  FakeTensorModeGuard guard(mode);
+  for (size_t i = base; i < stack.size(); ++i) {
+    stack[i] = map_tensors(stack[i], [&](const Tensor& t) {
+      // A meta tensor only: an argument with data would be returned unwritten (in-place forms).
+      OPCONFORM_CHECK(t.device().is_meta(), ErrorCode::kInvalidArgument, "custom op '", op.name(), "': argument '",
+                      op.schema().arguments[i - base].name, "' is on ", t.device().to_string(),
+                      " in a call with meta tensors; such a call runs the fake kernel, and every tensor argument "
+                      "must be on the meta device");
+      Tensor f = mode.from_tensor(t);
+      pairs.push_back({f, t});
+      return f;
+    });
+  }
+  fake.call_boxed(op, keys, stack);
+  // An input returned maps back to itself, a view of one (or of an earlier output) shares its
+  // storage; anything else is a new meta tensor.
+  auto to_meta = [&](const Tensor& t) -> Tensor {
+    for (const Pair& p : pairs) {
+      if (t.is_same(p.fake)) return p.meta;
+    }
+    for (const SymInt& s : t.sym_sizes()) {
+      OPCONFORM_CHECK(!s.is_symbolic(), ErrorCode::kNotImplemented, "custom op '", op.name(),
+                      "': its fake kernel returned a size that depends on the data (get_ctx().new_dynamic_size()), "
+                      "which a meta tensor cannot hold; call the op on fake tensors (FakeTensorMode) instead");
+    }
+    std::shared_ptr<Storage> storage;
+    for (const Pair& p : pairs) {
+      if (!storage && t.is_alias_of(p.fake)) storage = p.meta.storage();
+    }
+    if (!storage) storage = Storage::allocate(t.storage()->nbytes(), Device::meta());
+    Tensor meta = make_tensor(std::move(storage), t.sizes(), t.strides(), t.storage_offset(), t.dtype());
+    pairs.push_back({t, meta});
+    return meta;
+  };
+  for (size_t i = base; i < stack.size(); ++i) stack[i] = map_tensors(stack[i], to_meta);
+}
+
+// Once per op, and never over a meta kernel the user gave (Note [Meta calls of custom ops]).
+void register_meta_kernel(CustomOpState& state, SourceLocation loc) {
+  if (state.meta_kernel_registered || state.user_meta_kernel) return;
+  state.library.impl(state.name, KernelFunction::from_boxed(meta_via_fake_kernel), DispatchKey::Meta, {}, loc);
+  state.meta_kernel_registered = true;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- the aliasing contract
@@ -215,10 +274,16 @@ void register_default_kernels(CustomOpState& state, KernelFunction fn,
   state.kernels->original = fn;
   if (!device_types) {
     state.library.impl(state.name, std::move(fn), DispatchKey::CompositeExplicitAutograd, {}, loc);
+    register_meta_kernel(state, loc);  // else the function would serve meta too
     return;
   }
   if (device_types->empty()) fail(state.name, "device_types is an empty list (use nullopt for every device)");
-  for (DeviceType d : *device_types) state.library.impl(state.name, fn, backend_key(d), {}, loc);
+  for (DeviceType d : *device_types) {
+    state.library.impl(state.name, fn, backend_key(d), {}, loc);
+    if (d == DeviceType::Meta) state.user_meta_kernel = true;
+  }
+  // An automatic fake kernel serves meta as register_fake's does.
+  if (state.registry->get(state.name).has_kernel_at(DispatchKey::Fake)) register_meta_kernel(state, loc);
 }
 
 }  // namespace detail
@@ -234,7 +299,24 @@ bool CustomOpDef::has_autograd() const { return state_->has_autograd; }
 
 CustomOpDef& CustomOpDef::register_kernel_function(std::vector<DeviceType> device_types, KernelFunction kernel,
                                                    SourceLocation loc) {
+  if (device_types.empty()) {
+    // Every device: where the default function is. set_kernel_enabled is per device type, the
+    // one of the call's backend key.
+    auto k = KernelFunction::from_boxed([kernels = state_->kernels, kernel](const OperatorHandle& op,
+                                                                           DispatchKeySet keys, Stack& stack) {
+      std::optional<DeviceType> d = device_type_of((keys & DispatchKeySet::below(DispatchKey::Fake)).highest());
+      if (!d || kernels->enabled[static_cast<size_t>(*d)].load(std::memory_order_relaxed)) {
+        kernel.call_boxed(op, keys, stack);
+      } else {
+        kernels->original.call_boxed(op, keys, stack);
+      }
+    });
+    state_->library.impl(state_->name, std::move(k), DispatchKey::CompositeExplicitAutograd, {}, loc);
+    detail::register_meta_kernel(*state_, loc);  // meta keeps the fake kernel
+    return *this;
+  }
   for (DeviceType d : device_types) {
+    if (d == DeviceType::Meta) state_->user_meta_kernel = true;
     // Checked on each call, so set_kernel_enabled takes effect at once (one atomic load).
     auto k = KernelFunction::from_boxed([kernels = state_->kernels, d, kernel](const OperatorHandle& op,
                                                                               DispatchKeySet keys, Stack& stack) {
@@ -249,14 +331,15 @@ CustomOpDef& CustomOpDef::register_kernel_function(std::vector<DeviceType> devic
   return *this;
 }
 
-CustomOpDef& CustomOpDef::register_fake_function(KernelFunction kernel, bool allow_override, SourceLocation loc) {
-  std::string where = RegistrationSource::here(loc).where;
-  if (state_->fake_source && !allow_override) {
-    throw Error(ErrorCode::kRegistration, "register_fake: '" + state_->name + "' already has a fake kernel (registered at " +
-                                              *state_->fake_source + "); pass allow_override = true to replace it");
-  }
-  state_->library.impl(state_->name, wrap_fake_kernel(std::move(kernel)), DispatchKey::Fake, {}, loc);
-  state_->fake_source = where;
+CustomOpDef& CustomOpDef::register_fake_function(KernelFunction kernel, SourceLocation loc) {
+  // A custom op's fake kernel is replaced, not refused (PyTorch's CustomOpDef.register_fake): the
+  // new one is registered before the old one is undone, so the op never lacks one between.
+  RegistrationSource source = RegistrationSource::here(loc);
+  std::string where = source.where;
+  state_->user_fake = state_->registry->impl(state_->name, DispatchKey::Fake, wrap_fake_kernel(std::move(kernel)),
+                                             std::move(source));
+  state_->fake_source = std::move(where);
+  detail::register_meta_kernel(*state_, loc);
   return *this;
 }
 

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "opconform/core/custom_op.h"
 #include "support/error_of.h"
@@ -157,17 +159,146 @@ TEST_F(CustomOpTest, RegisterKernelAndSetKernelEnabled) {
   EXPECT_EQ(f(vec({0})).item().to<float>(), 2.0f);
 }
 
-TEST_F(CustomOpTest, RegisterFakeTwiceNeedsAllowOverride) {
+Tensor meta_tensor(std::vector<int64_t> sizes) {
+  return make_metadata_tensor(sizes, contiguous_strides(sizes), DType::Float32, Device::meta());
+}
+
+TEST_F(CustomOpTest, RegisterFakeAgainReplacesTheFakeKernel) {
+  // As PyTorch's CustomOpDef.register_fake: the newest fake kernel serves fake and meta calls.
   auto f = custom_op("mylib::g", [](const Tensor& x) { return x.clone(); }, opts(), {"x"});
   EXPECT_FALSE(f.has_fake());
-  f.register_fake([](const Tensor& x) { return empty_like(x); });
+  f.register_fake([](const Tensor& x) { return empty({1}, x.options()); });
+  f.register_fake([](const Tensor& x) { return empty({2}, x.options()); });
   EXPECT_TRUE(f.has_fake());
-  EXPECT_THAT(error_message([&] { f.register_fake([](const Tensor& x) { return empty_like(x); }); }),
-              HasSubstr("register_fake: 'mylib::g' already has a fake kernel (registered at core/tests/custom_op_test.cpp:"));
-  f.register_fake([](const Tensor& x) { return empty_like(x); }, /*allow_override=*/true);
-  // impl_abstract is the old name, with the same rule.
-  EXPECT_THAT(error_message([&] { f.impl_abstract([](const Tensor& x) { return empty_like(x); }); }),
-              HasSubstr("already has a fake kernel"));
+  FakeTensorMode mode;
+  Tensor fx = mode.from_tensor(vec({1, 2, 3}));
+  auto fake_size = [&] {
+    FakeTensorModeGuard guard(mode);
+    return f(fx).size(0);
+  };
+  EXPECT_EQ(fake_size(), 2);
+  EXPECT_EQ(f(meta_tensor({3})).size(0), 2);
+  // The replaced kernel is undone, not hidden under the new one.
+  EXPECT_EQ(f.handle().entry().kernels[static_cast<size_t>(DispatchKey::Fake)].size(), 1u);
+  // impl_abstract (the old name) and the free function replace it too, whatever allow_override.
+  f.impl_abstract([](const Tensor& x) { return empty({3}, x.options()); });
+  EXPECT_EQ(fake_size(), 3);
+  register_fake("mylib::g", [](const Tensor& x) { return empty({4}, x.options()); }, /*allow_override=*/false,
+                registry);
+  EXPECT_EQ(fake_size(), 4);
+  EXPECT_EQ(f(meta_tensor({3})).size(0), 4);
+}
+
+TEST_F(CustomOpTest, RegisterFakeTwiceOnAnotherOperatorNeedsAllowOverride) {
+  // Only operators not made with custom_op keep PyTorch's "already has a fake kernel" rule.
+  Library lib("plainlib", LibraryKind::DEF, std::nullopt, registry);
+  lib.define("p(Tensor x) -> Tensor");
+  auto fake = [](const Tensor& x) { return empty_like(x); };
+  RegistrationHandle first = register_fake("plainlib::p", fake, false, registry);
+  EXPECT_THAT(error_message([&] { register_fake("plainlib::p", fake, false, registry); }),
+              HasSubstr("a kernel is already registered for this key"));
+  RegistrationHandle second = register_fake("plainlib::p", fake, /*allow_override=*/true, registry);
+  EXPECT_EQ(registry.get("plainlib::p").entry().kernels[static_cast<size_t>(DispatchKey::Fake)].size(), 2u);
+}
+
+TEST_F(CustomOpTest, MetaCallRunsTheFakeKernelNotTheFunction) {
+  int calls = 0;
+  auto f = custom_op("mylib::counted", [&calls](const Tensor& x) { ++calls; return x.clone(); }, opts(), {"x"});
+  f.register_fake([](const Tensor& x) { return empty({x.size(0), 2}, TensorOptions(DType::Float64, x.device())); });
+  Tensor y = f(meta_tensor({3}));
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(std::vector<int64_t>(y.sizes().begin(), y.sizes().end()), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(y.dtype(), DType::Float64);
+  EXPECT_TRUE(y.device() == Device::meta());
+  EXPECT_TRUE(y.is_meta_data());
+  EXPECT_FALSE(y.is_fake());  // a plain meta tensor, not the fake kernel's fake one
+  EXPECT_TRUE(y.key_set().has(DispatchKey::Meta));
+  f(vec({1, 2, 3}));
+  EXPECT_EQ(calls, 1);  // real tensors still reach the function
+
+  // The automatic fake kernel of an in-place op serves meta too: it returns its argument itself.
+  int inplace_calls = 0;
+  auto scale_ = custom_op("mylib::scale_", [&inplace_calls](const Tensor& x) { ++inplace_calls; return x; },
+                          opts({.mutates_args = {"x"}, .tags = {Tag::inplace}}), {"x"});
+  Tensor m = meta_tensor({2});
+  EXPECT_TRUE(scale_(m).is_same(m));
+  EXPECT_EQ(inplace_calls, 0);
+
+  // A meta call needs meta tensors throughout, and sizes a meta tensor can hold.
+  auto add = custom_op("mylib::add2", [](const Tensor& x, const Tensor& y) { return x.clone(); }, opts(), {"x", "y"});
+  add.register_fake([](const Tensor& x, const Tensor&) { return empty_like(x); });
+  EXPECT_THAT(error_message([&] { add(vec({1, 2}), meta_tensor({2})); }),
+              HasSubstr("custom op 'mylib::add2': argument 'x' is on cpu in a call with meta tensors"));
+  auto nonzero = custom_op("mylib::nonzero_like", [](const Tensor& x) { return x.clone(); }, opts(), {"x"});
+  nonzero.register_fake([](const Tensor& x) {
+    return empty(std::vector<SymInt>{get_ctx().new_dynamic_size()}, x.options());
+  });
+  EXPECT_THAT(error_message([&] { nonzero(meta_tensor({4})); }),
+              HasSubstr("'mylib::nonzero_like': its fake kernel returned a size that depends on the data"));
+}
+
+TEST_F(CustomOpTest, MetaCallWithoutAFakeKernelIsAClearError) {
+  int calls = 0;
+  auto f = custom_op("mylib::no_fake", [&calls](const Tensor& x) { ++calls; return x.clone(); }, opts(), {"x"});
+  Error e = testing::error_of([&] { f(meta_tensor({2})); });
+  EXPECT_EQ(e.code(), ErrorCode::kNotImplemented);
+  EXPECT_THAT(e.message(), HasSubstr("operator 'mylib::no_fake' has no fake kernel; register one with register_fake"));
+  EXPECT_EQ(calls, 0);
+  // Fake tensors through the fake fallback (which runs Meta kernels) get the same error.
+  RegistrationHandle fallback = install_fake_fallback(registry);
+  Tensor x = vec({1, 2});
+  FakeTensorMode mode;
+  FakeTensorModeGuard guard(mode);
+  Error fake_error = testing::error_of([&] { f(x); });
+  EXPECT_EQ(fake_error.code(), ErrorCode::kNotImplemented);
+  EXPECT_THAT(fake_error.message(), HasSubstr("'mylib::no_fake' has no fake kernel"));
+  EXPECT_EQ(calls, 0);
+}
+
+// Host memory for a second device type.
+struct HostMemory final : Allocator {
+  void* allocate(size_t n, Device) override { return std::malloc(n == 0 ? 1 : n); }
+  void deallocate(void* p, Device) override { std::free(p); }
+  void copy_from_host(void* d, const void* s, size_t n, Device) override { std::memcpy(d, s, n); }
+  void copy_to_host(void* d, const void* s, size_t n, Device) override { std::memcpy(d, s, n); }
+};
+
+TEST_F(CustomOpTest, RegisterKernelWithoutDevicesServesEveryDevice) {
+  static HostMemory memory;
+  DeviceType second = register_device_type("custom_op_test_device");
+  set_allocator(second, &memory);
+  int original = 0, every = 0;
+  auto f = custom_op("mylib::every", [&original](const Tensor& x) { ++original; return full(x.sizes(), 1.0); }, opts(),
+                     {"x"});
+  f.register_fake([](const Tensor& x) { return empty_like(x); });
+  f.register_kernel([&every](const Tensor& x) { ++every; return full(x.sizes(), 2.0); });
+  Tensor x = vec({0});
+  Tensor x_dev = x.to(Device(second, 0));
+  EXPECT_EQ(f(x).item().to<float>(), 2.0f);
+  EXPECT_EQ(f(x_dev).item().to<float>(), 2.0f);
+  EXPECT_EQ(every, 2);
+  // Meta keeps the fake kernel.
+  EXPECT_TRUE(f(meta_tensor({1})).device() == Device::meta());
+  EXPECT_EQ(every, 2);
+  EXPECT_EQ(original, 0);
+  {
+    auto guard = f.set_kernel_enabled(DeviceType::CPU, false);
+    EXPECT_EQ(f(x).item().to<float>(), 1.0f);      // the default function, on cpu only
+    EXPECT_EQ(f(x_dev).item().to<float>(), 2.0f);
+  }
+  EXPECT_EQ(original, 1);
+  EXPECT_EQ(f(x).item().to<float>(), 2.0f);
+  // An empty list is the same; a device's own kernel still beats the every-device one.
+  f.register_kernel({}, [](const Tensor& x) { return full(x.sizes(), 3.0); });
+  f.register_kernel({DeviceType::CPU}, [](const Tensor& x) { return full(x.sizes(), 4.0); });
+  EXPECT_EQ(f(x).item().to<float>(), 4.0f);
+  EXPECT_EQ(f(x_dev).item().to<float>(), 3.0f);
+  // The free function, on an operator not made with custom_op: CompositeExplicitAutograd.
+  Library lib("plainlib", LibraryKind::DEF, std::nullopt, registry);
+  lib.define("q(Tensor x) -> Tensor");
+  RegistrationHandle h =
+      register_kernel("plainlib::q", {}, [](const Tensor& x) { return full(x.sizes(), 5.0); }, registry);
+  EXPECT_EQ(registry.get("plainlib::q").typed<Tensor(const Tensor&)>().call(x_dev).item().to<float>(), 5.0f);
 }
 
 TEST_F(CustomOpTest, AutogradFormulaAndMissingFormula) {

@@ -507,6 +507,7 @@ OpBuilder& binary(OpBuilder& b, Result r, F f, bool opmath = false, PlanRule rul
     return empty_elementwise(tensors_of(operands), plan(operands).out, name);
   });
   b.vmap(elementwise_vmap_rule(b.registry(), name));
+  b.rounding();  // computed in double, rounded once (Note [Reference arithmetic])
   return b;
 }
 
@@ -555,7 +556,8 @@ void define_add_like(Library& lib, const char* schema, const char* doc, bool sub
                                 d_other),
                 keep_arguments(false))
       .dtypes(dtypes)
-      .samples(binary_samples(spec, dtypes));
+      .samples(binary_samples(spec, dtypes))
+      .rounding();  // computed in double, rounded once (Note [Reference arithmetic])
   if constexpr (std::is_same_v<Other, Tensor>) b.constraints(broadcasting());
 }
 

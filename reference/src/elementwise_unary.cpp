@@ -51,6 +51,7 @@ OpBuilder& unary(OpBuilder& b, Result result, F f) {
     return empty_elementwise({self}, result_dtype(result, self.dtype()), name);
   });
   b.vmap(elementwise_vmap_rule(b.registry(), name));
+  b.rounding();  // computed in double, rounded once (Note [Reference arithmetic])
   return b;
 }
 

@@ -138,6 +138,11 @@ OpBuilder& OpBuilder::tolerance(DType dtype, conformance::Tolerance tolerance, s
   return commit();
 }
 
+OpBuilder& OpBuilder::rounding(conformance::RoundingContract contract) {
+  conformance::declare_rounding(info_.name, contract);
+  return *this;
+}
+
 OpBuilder& OpBuilder::commit() {
   record_op_info(info_);
   return *this;

@@ -9,9 +9,10 @@
 //
 // The schema is inferred from the C++ signature and the argument names (infer_schema.h), or
 // given as a string and checked against mutates_args. device_types = nullopt registers the
-// function as the default kernel of every device (CompositeExplicitAutograd); a list registers
-// it for those devices only. An op whose only device source is a Device argument (a factory)
-// dispatches on that argument.
+// function as the default kernel of every device (CompositeExplicitAutograd) but meta (Note
+// [Meta calls of custom ops]); a list registers it for those devices only (an empty list is an
+// error). An op whose only device source is a Device argument (a factory) dispatches on that
+// argument.
 //
 // Note [Custom op aliasing]: outputs are new tensors, except in the two standard forms —
 // Tag::inplace returns its first argument, Tag::out returns its out= arguments in order. Every
@@ -19,6 +20,19 @@
 // names the output and the argument. Tag::inplace and Tag::out ops, and mutable ops returning
 // nothing, get a fake kernel automatically; Tag::out ops refuse autograd like built-in out= ops.
 // Without register_autograd, backward through the op fails with an error naming it.
+//
+// Note [Meta calls of custom ops]: as PyTorch's register_fake, a custom op's fake kernel
+// (register_fake's newest, or the automatic one) also serves DispatchKey::Meta: a call with meta
+// tensors runs it, in a FakeTensorMode of its own, and returns meta tensors on the meta device
+// (an argument returned is returned itself, a view of one shares its storage). The op's function
+// sees meta tensors only where the meta device is named (device_types, register_kernel). An op
+// whose function serves every device (device_types = nullopt, register_kernel without devices)
+// and that has no fake kernel fails a meta call with kNotImplemented "operator '<op>' has no fake
+// kernel; register one with register_fake" (the fake fallback's words) instead of running the
+// function on data-less tensors; an op with a device list has no Meta kernel until it has a fake
+// kernel. A meta call needs every tensor argument on the meta device, and an output whose size
+// depends on the data (get_ctx().new_dynamic_size()) is an error: meta tensors hold concrete
+// sizes only (use FakeTensorMode).
 #pragma once
 
 #include <array>
@@ -82,22 +96,31 @@ class CustomOpDef {
   // Calls through the dispatcher with a stack of arguments.
   void call_boxed(Stack& stack) const { handle().call_boxed(stack); }
 
-  // A kernel for some device types, replacing the default function there.
+  // A kernel for some device types, replacing the default function there. No device types
+  // (an empty list, or the overload without one) means every device, as PyTorch's
+  // device_types=None: the kernel replaces the default function at CompositeExplicitAutograd,
+  // so devices with a kernel of their own keep it, and meta keeps the fake kernel (Note [Meta
+  // calls of custom ops]). set_kernel_enabled(d, false) turns it off for device type d.
   template <typename F>
   CustomOpDef& register_kernel(std::vector<DeviceType> device_types, F fn, SourceLocation loc = SourceLocation::current()) {
     return register_kernel_function(std::move(device_types), KernelFunction::from_callable(with_alias_check(std::move(fn))),
                                     loc);
   }
-  // The fake kernel: metadata only, same signature as the op (get_ctx() works inside).
   template <typename F>
-  CustomOpDef& register_fake(F fn, bool allow_override = false,
-                             SourceLocation loc = SourceLocation::current()) {
-    return register_fake_function(KernelFunction::from_callable(std::move(fn)), allow_override, loc);
+  CustomOpDef& register_kernel(F fn, SourceLocation loc = SourceLocation::current()) {
+    return register_kernel({}, std::move(fn), loc);
+  }
+  // The fake kernel: metadata only, same signature as the op (get_ctx() works inside). It serves
+  // fake tensors and meta tensors (Note [Meta calls of custom ops]). Registering another one
+  // replaces it, as PyTorch's CustomOpDef.register_fake: the newest serves the calls.
+  template <typename F>
+  CustomOpDef& register_fake(F fn, SourceLocation loc = SourceLocation::current()) {
+    return register_fake_function(KernelFunction::from_callable(std::move(fn)), loc);
   }
   // The old name of register_fake.
   template <typename F>
   CustomOpDef& impl_abstract(F fn, SourceLocation loc = SourceLocation::current()) {
-    return register_fake(std::move(fn), false, loc);
+    return register_fake(std::move(fn), loc);
   }
   // backward(ctx, grad_outputs) -> one gradient per argument (undefined: none).
   CustomOpDef& register_autograd(autograd::BackwardFn backward, autograd::SetupContextFn setup_context = {},
@@ -114,8 +137,9 @@ class CustomOpDef {
     keep(opconform::register_dispatch_rule<Type>(name(), std::move(rule)));
     return *this;
   }
-  // Disables (or re-enables) the kernel registered with register_kernel for a device type for
-  // as long as the guard lives; calls then use the original function.
+  // Disables (or re-enables) the kernel registered with register_kernel for a device type (its
+  // own, or the every-device one) for as long as the guard lives; calls on that device type then
+  // use the original function.
   [[nodiscard]] KernelEnabledGuard set_kernel_enabled(DeviceType device_type, bool enabled);
 
   bool has_fake() const;
@@ -129,7 +153,7 @@ class CustomOpDef {
   // Keeps a registration made outside the op's library alive as long as the op.
   void keep(RegistrationHandle handle);
   CustomOpDef& register_kernel_function(std::vector<DeviceType> device_types, KernelFunction kernel, SourceLocation loc);
-  CustomOpDef& register_fake_function(KernelFunction kernel, bool allow_override, SourceLocation loc);
+  CustomOpDef& register_fake_function(KernelFunction kernel, SourceLocation loc);
   std::shared_ptr<detail::CustomOpState> state_;
 };
 
@@ -172,6 +196,12 @@ struct CustomOpState {
   Library library;
   std::optional<std::string> fake_source;  // where register_fake was called; none: no user fake kernel
   bool has_autograd = false;
+  // Note [Meta calls of custom ops]: the meta kernel is registered (once), unless the user gave
+  // the meta device a kernel of their own.
+  bool meta_kernel_registered = false;
+  bool user_meta_kernel = false;
+  // After `library`, so destroyed before the definition.
+  RegistrationHandle user_fake;            // register_fake's kernel; the next one replaces it
   std::vector<RegistrationHandle> extra;   // registrations outside the library (dispatch rules)
 
   CustomOpState(std::string name, Registry& registry, FunctionSchema schema, std::vector<Tag> tags);
@@ -273,11 +303,15 @@ RegistrationHandle install_builtin_fallbacks(Registry& registry);
 // custom_op they act on its CustomOpDef; for any other operator they register into a library
 // that the returned handle keeps alive.
 std::optional<CustomOpDef> find_custom_op(std::string_view name, Registry& registry = Registry::global());
+// register_fake on a custom op replaces its fake kernel whatever allow_override says (PyTorch's
+// torch.library.register_fake hands custom ops to CustomOpDef.register_fake); on any other
+// operator a second fake kernel needs allow_override. register_kernel with no device types
+// registers at CompositeExplicitAutograd (every device).
 template <typename F>
 RegistrationHandle register_fake(std::string_view op_name, F fn, bool allow_override = false,
                                  Registry& registry = Registry::global(), SourceLocation loc = SourceLocation::current()) {
   if (auto def = find_custom_op(op_name, registry)) {
-    def->register_fake(std::move(fn), allow_override, loc);
+    def->register_fake(std::move(fn), loc);
     return RegistrationHandle();  // lives as long as the custom op
   }
   return registry.impl(op_name, DispatchKey::Fake, wrap_fake_kernel(KernelFunction::from_callable(std::move(fn))),
@@ -289,6 +323,10 @@ RegistrationHandle register_kernel(std::string_view op_name, std::vector<DeviceT
   if (auto def = find_custom_op(op_name, registry)) {
     def->register_kernel(std::move(device_types), std::move(fn), loc);
     return RegistrationHandle();
+  }
+  if (device_types.empty()) {
+    return registry.impl(op_name, DispatchKey::CompositeExplicitAutograd, KernelFunction::from_callable(std::move(fn)),
+                         RegistrationSource::here(loc));
   }
   std::vector<RegistrationHandle> handles;
   for (DeviceType d : device_types) {

@@ -19,6 +19,7 @@
 
 #include "opconform/conformance/constraints.h"
 #include "opconform/conformance/generate.h"
+#include "opconform/conformance/rounding.h"
 #include "opconform/conformance/tolerance.h"
 #include "opconform/core/autograd.h"
 #include "opconform/core/fake_tensor.h"
@@ -76,6 +77,9 @@ class OpBuilder {
   OpBuilder& constraints(conformance::InputConstraints constraints);
   OpBuilder& samples(conformance::SampleBuilder builder);
   OpBuilder& tolerance(DType dtype, conformance::Tolerance tolerance, std::string reason);
+  // The op's float16/bfloat16 results are its float64 result rounded once (Note [Low-precision
+  // rounding]); the elementwise families declare it for all their ops.
+  OpBuilder& rounding(conformance::RoundingContract contract = {});
 
  private:
   OpBuilder& commit();
