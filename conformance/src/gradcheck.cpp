@@ -845,6 +845,18 @@ std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, 
   return std::nullopt;
 }
 
+// Note [Gradients as returned]: a gradient the engine converted to its argument's dtype passes
+// on values alone; the audit saw it returned.
+CheckResult audited(const Problem& problem, const autograd::GradientAudit& audit, CheckResult r) {
+  if (audit.conversions().empty() || r.outcome == Outcome::failed) return r;
+  const autograd::ConvertedGradient& c = audit.conversions().front();
+  return result(problem, Outcome::failed,
+                concat(problem.check, " of '", problem.op_name, "': the backward of '", c.op, "' returned a ",
+                       name(c.returned), " gradient for argument '", c.argument, "', which is ", name(c.expected),
+                       " (the engine converts it, as PyTorch's does, so the values alone would pass a formula that ",
+                       "computes in the wrong dtype). Sample: ", problem.sample, "."));
+}
+
 std::vector<Tensor> pick(const std::vector<Tensor>& all, const std::vector<size_t>& which) {
   std::vector<Tensor> out;
   for (size_t j : which) out.push_back(all.at(j));
@@ -854,6 +866,7 @@ std::vector<Tensor> pick(const std::vector<Tensor>& all, const std::vector<size_
 }  // namespace
 
 CheckResult gradcheck(const OperatorHandle& op, const Stack& args, const GradcheckOptions& options) {
+  autograd::GradientAudit audit;
   Problem problem;
   auto call = std::make_shared<OpCall>(OpCall{op, {}, {}});
   auto diff_outputs = std::make_shared<std::vector<size_t>>();
@@ -865,10 +878,11 @@ CheckResult gradcheck(const OperatorHandle& op, const Stack& args, const Gradche
   problem.record = [call, diff_outputs](const std::vector<Tensor>& leaves) {
     return pick(run_op(*call, leaves), *diff_outputs);
   };
-  return check_jacobian(problem, options);
+  return audited(problem, audit, check_jacobian(problem, options));
 }
 
 CheckResult gradgradcheck(const OperatorHandle& op, const Stack& args, const GradcheckOptions& options) {
+  autograd::GradientAudit audit;
   Problem first;
   auto call = std::make_shared<OpCall>(OpCall{op, {}, {}});
   auto diff_outputs = std::make_shared<std::vector<size_t>>();
@@ -954,7 +968,7 @@ CheckResult gradgradcheck(const OperatorHandle& op, const Stack& args, const Gra
                   concat("gradgradcheck of '", op.name(), "': backward with create_graph = true threw: ", e.what(),
                                  " Sample: ", second.sample, "."));
   }
-  return check_jacobian(second, options);
+  return audited(second, audit, check_jacobian(second, options));
 }
 
 namespace detail {

@@ -401,7 +401,7 @@ std::vector<Case> bug_cases() {
     op.register_fake([](const Tensor& x) { return empty_like(x); });
     return op.handle();
   }, one_tensor, "determinism",
-     {"stride_invariance", "vmap_consistency", "dtype_consistency", "test_aot_dispatch_dynamic"}});  // all compare runs
+     {"stride_invariance", "vmap_consistency", "dtype_consistency", "test_aot_dispatch_dynamic", "thread_safety"}});  // all compare runs
   cases.push_back({"float32_computed_in_float16", [](Env& e) {
     auto& op = e.hold(CustomOpDef(custom_op("bug::half_inside", [](const Tensor& x) {
       Tensor y = map(x, sin_);

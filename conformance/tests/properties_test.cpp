@@ -254,7 +254,8 @@ TEST_F(PropertiesTest, AutocastConsistencyFlagsARuleThatCastsFloat64) {
 // ---- error_inputs ----
 
 TEST_F(PropertiesTest, ErrorInputsPassesForAnOpThatValidatesItsArguments) {
-  // Wrong types and missing arguments are refused by the dispatcher; the meta tensor by the op.
+  // Wrong types and missing arguments are refused by the dispatcher; the meta tensor by custom_op
+  // (no fake kernel: Note [Meta calls of custom ops]).
   auto op = custom_op("t::checked", [](const Tensor& x) {
     OPCONFORM_CHECK(!x.is_meta_data(), ErrorCode::kInvalidArgument, "t::checked: 'x' must hold data");
     return map(x, twice);
@@ -296,19 +297,38 @@ TEST_F(PropertiesTest, ErrorInputsAcceptsACoreErrorTheDispatcherNames) {
 }
 
 TEST_F(PropertiesTest, ErrorInputsFlagsAStdExceptionAndASilentResult) {
-  auto std_throw = custom_op("t::std_throw", [](const Tensor& x) {
+  // Kernels for every backend (a custom_op's meta call reaches its fake kernel instead: Note
+  // [Meta calls of custom ops]), so the meta tensor reaches the kernel under test.
+  Library lib("t", LibraryKind::DEF, std::nullopt, registry);
+  lib.define("std_throw(Tensor x) -> Tensor");
+  lib.impl("std_throw", [](const Tensor& x) {
     if (x.is_meta_data()) throw std::invalid_argument("no data");
     return map(x, twice);
-  }, opts(), {"x"});
-  CheckResult r = run(detail::make_error_inputs(), std_throw, {IValue(values({3}))});
+  }, DispatchKey::CompositeExplicitAutograd);
+  Sample sample({IValue(values({3}))});
+  CheckResult r = detail::make_error_inputs()->run({registry.get("t::std_throw"), sample, tolerance, registry});
   ASSERT_EQ(r.outcome, Outcome::failed);
   EXPECT_THAT(r.message, HasSubstr("meta tensor"));
   EXPECT_THAT(r.message, HasSubstr("not an opconform::Error"));
 
-  auto silent = custom_op("t::silent", [](const Tensor& x) { return opconform::zeros(x.sizes()); }, opts(), {"x"});
-  CheckResult s = run(detail::make_error_inputs(), silent, {IValue(values({3}))});
+  lib.define("silent(Tensor x) -> Tensor");
+  lib.impl("silent", [](const Tensor& x) { return opconform::zeros(x.sizes()); }, DispatchKey::CompositeExplicitAutograd);
+  CheckResult s = detail::make_error_inputs()->run({registry.get("t::silent"), sample, tolerance, registry});
   ASSERT_EQ(s.outcome, Outcome::failed);
   EXPECT_THAT(s.message, HasSubstr("returned a result instead of an opconform::Error"));
+}
+
+TEST_F(PropertiesTest, ErrorInputsSendsACustomOpsMetaCallToItsFakeKernel) {
+  // Before custom_op sent meta calls to the fake kernel, the meta case reached the function.
+  auto calls = std::make_shared<int>(0);
+  auto op = custom_op("t::twice_counted", [calls](const Tensor& x) {
+    ++*calls;
+    return map(x, twice);
+  }, opts(), {"x"});
+  op.register_fake([](const Tensor& x) { return empty_like(x); });
+  CheckResult r = run(detail::make_error_inputs(), op, {IValue(values({3}))});
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+  EXPECT_EQ(*calls, 0);  // the other cases are refused by the dispatcher before any kernel
 }
 
 }  // namespace

@@ -618,7 +618,7 @@ class FunctionNode final : public Node {
       }
     }
     std::vector<Tensor> grads = formula_->backward(ctx_, grad_outputs);
-    validate(grads);
+    validate(grads, grad_outputs);
     return grads;
   }
 
@@ -639,20 +639,38 @@ class FunctionNode final : public Node {
                           args_[i].name, "'");
   }
 
-  // One gradient per argument, tensors only, each like its argument; gradients of arguments that
-  // did not require grad are dropped.
-  void validate(std::vector<Tensor>& grads) const {
-    OPCONFORM_CHECK(grads.size() == args_.size(), ErrorCode::kSchemaMismatch, "autograd: the backward of '",
+  // The backward's one-gradient-per-argument form, spread over the slots (Note [Tensor[]
+  // gradients]): a list argument's slot must be undefined, unless the list has one element.
+  std::vector<Tensor> per_slot(std::vector<Tensor> grads) const {
+    OPCONFORM_CHECK(grads.size() == arg_slots_.size(), ErrorCode::kSchemaMismatch, "autograd: the backward of '",
                     op_name_, "' returned ", grads.size(), " gradients, expected ", args_.size(),
-                    " (one per argument; undefined for none)");
+                    " (one per argument, and one per element of a Tensor[] argument in its place; undefined for none)",
+                    args_.size() != arg_slots_.size() ? detail::concat(" or ", arg_slots_.size(), " (one per argument)") : "");
+    std::vector<Tensor> out(args_.size());
+    for (size_t i = 0; i < arg_slots_.size(); ++i) {
+      const ArgSlots& s = arg_slots_[i];
+      if (s.list && s.count != 1) {
+        OPCONFORM_CHECK(!grads[i].defined(), ErrorCode::kSchemaMismatch, "autograd: the backward of '", op_name_,
+                        "' returned one gradient for the list argument '", s.name,
+                        "'; return one per element, in its place (Note [Tensor[] gradients])");
+        continue;
+      }
+      if (s.count == 1) out[s.first] = std::move(grads[i]);
+    }
+    return out;
+  }
+
+  // One gradient per slot, tensors only, each like its argument; gradients of arguments that
+  // did not require grad are dropped. A gradient of another floating dtype is converted, and an
+  // audit told (Note [Gradients as returned]).
+  void validate(std::vector<Tensor>& grads, const std::vector<Tensor>& received) const {
+    if (grads.size() != args_.size()) grads = per_slot(std::move(grads));
     for (size_t i = 0; i < grads.size(); ++i) {
       Tensor& g = grads[i];
       if (!g.defined()) continue;
       const ArgInfo& a = args_[i];
       OPCONFORM_CHECK(a.kind != ArgKind::kOther, ErrorCode::kSchemaMismatch, where(i), " of type ", a.type,
                       ", which is not a Tensor (return an undefined Tensor for it)");
-      OPCONFORM_CHECK(a.kind != ArgKind::kTensorList, ErrorCode::kSchemaMismatch, where(i), " of type ", a.type,
-                      "; gradients of tensor lists are not supported");
       OPCONFORM_CHECK(a.defined, ErrorCode::kSchemaMismatch, where(i), ", which was None");
       // An unbacked symbolic size (data-dependent, in a captured backward: a mask's count) matches
       // any size, as test_faketensor's rule has it: only the real run can tell.
@@ -672,15 +690,29 @@ class FunctionNode final : public Node {
       if (!next_edges_[i].is_valid()) {
         g = Tensor();
       } else if (g.dtype() != a.dtype) {
+        const bool passed_on = std::any_of(received.begin(), received.end(),
+                                           [&](const Tensor& r) { return r.defined() && r.dtype() == g.dtype(); });
+        if (GradientAudit* audit = GradientAudit::current(); audit != nullptr && !passed_on) {
+          audit->record({op_name_, a.name, g.dtype(), a.dtype});
+        }
         g = g.to(a.dtype);  // as PyTorch's validate_outputs (this cast is not recorded)
       }
     }
   }
 
+  // Where argument i's gradients go: slots [first, first + count) of args_ and the next edges
+  // (a list argument has one per element, Note [Tensor[] gradients]; other arguments one).
+  struct ArgSlots {
+    std::string name;
+    size_t first = 0, count = 0;
+    bool list = false;
+  };
+
   std::string op_name_;
   std::shared_ptr<const Formula> formula_;  // null: the not-implemented node
   AutogradContext ctx_;
-  std::vector<ArgInfo> args_;
+  std::vector<ArgInfo> args_;  // one per slot
+  std::vector<ArgSlots> arg_slots_;
 };
 
 void FunctionNode::record(const OperatorHandle& op, DispatchKeySet keys, Stack& stack, size_t base,
@@ -692,15 +724,12 @@ void FunctionNode::record(const OperatorHandle& op, DispatchKeySet keys, Stack& 
   ctx.needs_input_grad_.assign(n, false);
 
   // 1. The arguments' edges, taken before the call: an in-place op rebases its argument's
-  //    history onto this node, and the edge must lead to the history from before.
+  //    history onto this node, and the edge must lead to the history from before. A list
+  //    argument has one slot (edge) per element.
   for (size_t i = 0; i < n; ++i) {
     const Argument& arg = schema.arguments[i];
     const IValue& v = stack[base + i];
-    ArgInfo info;
-    info.name = arg.name;
-    info.type = arg.type.to_string();
-    info.kind = arg_kind(arg.type);
-    Edge edge;
+    const ArgKind kind = arg_kind(arg.type);
     bool needs = false;
     for_each_tensor(v, [&](const Tensor& t) {
       if (!tensor_requires_grad(t)) return;
@@ -709,16 +738,34 @@ void FunctionNode::record(const OperatorHandle& op, DispatchKeySet keys, Stack& 
                       "a leaf Variable that requires grad is being used in an in-place operation ('", op.name(),
                       "' writes its argument '", arg.name, "')");
     });
-    if (const Tensor* t = v.get_if<Tensor>(); t && t->defined() && info.kind != ArgKind::kTensorList) {
-      info.defined = true;
-      info.sizes.assign(t->sizes().begin(), t->sizes().end());
-      info.dtype = t->dtype();
-      info.device = t->device();
-      if (needs) edge = gradient_edge(*t);
-    }
     ctx.needs_input_grad_[i] = needs;
-    node->add_next_edge(std::move(edge));
-    node->args_.push_back(std::move(info));
+    node->arg_slots_.push_back({arg.name, node->args_.size(), 0, kind == ArgKind::kTensorList});
+    auto add_slot = [&](std::string name, std::string type, ArgKind slot_kind, const Tensor* t) {
+      ArgInfo info;
+      info.name = std::move(name);
+      info.type = std::move(type);
+      info.kind = slot_kind;
+      Edge edge;
+      if (t != nullptr && t->defined()) {
+        info.defined = true;
+        info.sizes.assign(t->sizes().begin(), t->sizes().end());
+        info.dtype = t->dtype();
+        info.device = t->device();
+        if (tensor_requires_grad(*t)) edge = gradient_edge(*t);
+      }
+      node->add_next_edge(std::move(edge));
+      node->args_.push_back(std::move(info));
+      ++node->arg_slots_.back().count;
+    };
+    if (const auto* list = v.get_if<std::vector<Tensor>>(); list && kind == ArgKind::kTensorList) {
+      for (size_t e = 0; e < list->size(); ++e)
+        add_slot(detail::concat(arg.name, "[", e, "]"), "Tensor", ArgKind::kTensor, &(*list)[e]);
+    } else if (const auto* ol = v.get_if<std::vector<std::optional<Tensor>>>(); ol && kind == ArgKind::kTensorList) {
+      for (size_t e = 0; e < ol->size(); ++e)
+        add_slot(detail::concat(arg.name, "[", e, "]"), "Tensor?", ArgKind::kOptionalTensor, (*ol)[e] ? &*(*ol)[e] : nullptr);
+    } else if (kind != ArgKind::kTensorList) {
+      add_slot(arg.name, arg.type.to_string(), kind, v.get_if<Tensor>());
+    }  // a list argument that is None has no slot
   }
 
   // 2. The call itself, with nested calls below autograd.
@@ -794,6 +841,14 @@ void FunctionNode::record(const OperatorHandle& op, DispatchKeySet keys, Stack& 
 }
 
 }  // namespace internal
+
+namespace {
+thread_local GradientAudit* tls_gradient_audit = nullptr;
+}  // namespace
+
+GradientAudit::GradientAudit() : previous_(tls_gradient_audit) { tls_gradient_audit = this; }
+GradientAudit::~GradientAudit() { tls_gradient_audit = previous_; }
+GradientAudit* GradientAudit::current() { return tls_gradient_audit; }
 
 namespace {
 

@@ -273,8 +273,13 @@ class AutogradContext {
 // inputs: the call's arguments (schema order); outputs: its returns.
 using SetupContextFn = std::function<void(AutogradContext& ctx, const Stack& inputs, const Stack& outputs)>;
 // grad_outputs: one entry per returned tensor, in order (a Tensor? return that is None has an
-// undefined entry, a Tensor[] return one per element, a non-tensor return none). Returns one entry per schema argument: the gradient of that
-// argument, or undefined for none (always undefined for non-tensor and Tensor[] arguments).
+// undefined entry, a Tensor[] return one per element, a non-tensor return none). Returns the
+// gradients of the arguments in schema order, undefined for none (always for non-tensor
+// arguments): one per argument, or — Note [Tensor[] gradients] — with a Tensor[] / Tensor?[]
+// argument, one per element of it in its place (cat(tensors, dim) of three tensors returns
+// {g0, g1, g2, undefined}), mirroring how grad_outputs flattens list returns. The one-per-argument
+// form stays valid for ops whose list arguments get no gradient (index's Tensor?[] indices):
+// their slot is then undefined.
 // It is not called when no output received a gradient (its result would be all zeros): every
 // argument then gets none.
 using BackwardFn = std::function<std::vector<Tensor>(AutogradContext& ctx, const std::vector<Tensor>& grad_outputs)>;
@@ -284,10 +289,10 @@ using BackwardFn = std::function<std::vector<Tensor>(AutogradContext& ctx, const
 //     the autograd keys, nothing else.
 //   - else: run the operator below autograd (autograd keys excluded for nested calls), call
 //     setup_context (in no-grad mode), and record a node whose next edges are the arguments'
-//     gradient edges. The node checks what backward returns: one gradient per argument, none
-//     for non-tensor arguments, each matching its argument's shape and device with a floating
-//     or complex dtype (another floating dtype is converted); errors name the operator and the
-//     argument. Floating and complex outputs not marked non-differentiable get the node as
+//     gradient edges (a list argument's: one per element). The node checks what backward
+//     returns: the gradients above, none for non-tensor arguments, each matching its
+//     argument's shape and device with a floating or complex dtype (another floating dtype is
+//     converted, Note [Gradients as returned]); errors name the operator and the argument. Floating and complex outputs not marked non-differentiable get the node as
 //     grad_fn.
 // Aliasing and mutation (minimal, documented):
 //   - an argument the schema marks written (Tensor(a!)) that is a leaf requiring grad is an
@@ -300,6 +305,37 @@ using BackwardFn = std::function<std::vector<Tensor>(AutogradContext& ctx, const
 //     saved-tensor version checks catch reads of stale data.
 //   - written arguments that are not returned get no new history.
 KernelFunction make_autograd_kernel(BackwardFn backward, SetupContextFn setup_context = nullptr);
+
+// Note [Gradients as returned]: the engine converts a gradient of another floating dtype to its
+// argument's dtype, as PyTorch's validate_outputs does, so no check downstream can see that a
+// formula computed it in the wrong dtype (a float32 gradient for a float64 input passes a
+// float64 gradcheck within tolerance). While a GradientAudit lives, each such conversion on this
+// thread is recorded first — except when the gradient has the dtype of a gradient the node
+// received: a type-promoting op (add of float32 and float64) passes its result's gradient on,
+// and PyTorch's own formulas rely on the conversion there. Shapes and devices are never
+// converted: a gradient of another shape or device is an Error naming the argument.
+struct ConvertedGradient {
+  std::string op;        // "aten::mul.Tensor"
+  std::string argument;  // "self", "tensors[1]"
+  DType returned = DType::Float32;
+  DType expected = DType::Float32;
+};
+
+class GradientAudit {
+ public:
+  GradientAudit();
+  ~GradientAudit();
+  GradientAudit(const GradientAudit&) = delete;
+  GradientAudit& operator=(const GradientAudit&) = delete;
+  const std::vector<ConvertedGradient>& conversions() const { return conversions_; }
+  // The audit of this thread, if one lives (the innermost).
+  static GradientAudit* current();
+  void record(ConvertedGradient c) { conversions_.push_back(std::move(c)); }
+
+ private:
+  std::vector<ConvertedGradient> conversions_;
+  GradientAudit* previous_;
+};
 
 // Registers make_autograd_kernel(backward, setup_context) for op_name at DispatchKey::Autograd.
 Library& register_autograd(Library& lib, std::string_view op_name, BackwardFn backward,
