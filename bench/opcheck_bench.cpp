@@ -113,6 +113,23 @@ void BM_opcheck_generated_per_sample(benchmark::State& state) {
 }
 BENCHMARK(BM_opcheck_generated_per_sample)->Arg(0)->Arg(GenerateSpec{}.large_percent)->Unit(benchmark::kMillisecond);
 
+// One check alone on the 1,000-element sample (issue 15's checks; determinism, two plain calls on
+// clones, is the baseline in the same run): range(0) indexes kSingleChecks.
+constexpr const char* kSingleChecks[] = {"determinism", "memory_safety", "thread_safety"};
+void BM_check_per_sample(benchmark::State& state) {
+  static Setup setup;
+  const char* name = kSingleChecks[state.range(0)];
+  OpcheckOptions options = setup.options;
+  options.test_utils = {name};
+  state.SetLabel(name);
+  for (auto _ : state) {
+    auto results = opcheck(setup.op->handle(), {setup.sample}, options, setup.registry);
+    if (!all_ok(results)) state.SkipWithError((std::string(name) + " did not pass: " + summarize(results)).c_str());
+    benchmark::DoNotOptimize(results);
+  }
+}
+BENCHMARK(BM_check_per_sample)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 
 int main(int argc, char** argv) {

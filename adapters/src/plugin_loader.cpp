@@ -250,12 +250,38 @@ class PluginLibrary final : public LoadedLibrary {
                       "' is compiled code: it cannot be captured into a graph (plugin ABI v",
                       OPC_PLUGIN_ABI_VERSION, " has no fake backward kernel)");
       const FunctionSchema& schema = ops_.at(op).schema;
-      // One return per argument: a gradient (Tensor?) or None.
+      // One return per argument: a gradient (Tensor?) or None; for a Tensor[] argument a list of
+      // gradients, one per element (or None), which the engine takes flattened in the list's
+      // place (Note [Tensor[] gradients]).
       std::vector<Argument> returns(schema.arguments.size());
-      for (auto& r : returns) r.type = Type::optional(Type::base(TypeKind::kTensor));
+      std::vector<bool> is_list(schema.arguments.size());
+      for (size_t i = 0; i < returns.size(); ++i) {
+        const Type& t = schema.arguments[i].type;
+        is_list[i] = t.is_list() && t.is_tensor_like();
+        returns[i].type = is_list[i] ? Type::optional(Type::list(Type::base(TypeKind::kTensor)))
+                                     : Type::optional(Type::base(TypeKind::kTensor));
+      }
       auto results = detail::call_plugin_kernel(k, name_, op, "backward", args, {}, returns, false);
       std::vector<Tensor> out;
-      for (auto& r : results) out.push_back(r.is_none() ? Tensor() : r.to_tensor());
+      for (size_t i = 0; i < results.size(); ++i) {
+        if (!is_list[i]) {
+          out.push_back(results[i].is_none() ? Tensor() : results[i].to_tensor());
+          continue;
+        }
+        const IValue& forward_list = saved.values.at(i);
+        size_t n = 0;  // the engine's slots for the argument: one per element, None elements too
+        if (forward_list.is_tensor_list()) n = forward_list.to_tensor_list().size();
+        else if (const auto* ol = forward_list.get_if<std::vector<std::optional<Tensor>>>()) n = ol->size();
+        if (results[i].is_none()) {
+          out.insert(out.end(), n, Tensor());
+          continue;
+        }
+        const auto& list = results[i].to_tensor_list();
+        OPCONFORM_CHECK(list.size() == n, ErrorCode::kSchemaMismatch, "the backward kernel of '", op, "' in plugin '",
+                        name_, "' returned ", list.size(), " gradients for the list argument '", schema.arguments[i].name,
+                        "', which has ", n, " elements");
+        out.insert(out.end(), list.begin(), list.end());
+      }
       return out;
     };
     return autograd::make_autograd_kernel(backward, setup);

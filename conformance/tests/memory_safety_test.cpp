@@ -9,6 +9,7 @@
 #include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
 #include "opconform/core/custom_op.h"
+#include "opconform/core/cuda.h"
 #include "opconform/core/memory_guard.h"
 
 namespace opconform::conformance {
@@ -166,6 +167,24 @@ TEST(MemoryGuardTest, BuffersOutliveTheirScopeAndFindingsAreCounted) {
         memory_guard::GuardScope b(memory_guard::Placement::guard_pages);
       },
       Error);
+}
+
+// CUDA buffers get the guard bytes, written and read back through the device allocator. The
+// overrun is made by a device copy one element past the end, as a kernel's store would.
+TEST(MemoryGuardCuda, AWritePastADeviceBufferIsSeen) {
+  if (!cuda::is_available()) GTEST_SKIP() << cuda::unavailable_reason();
+  memory_guard::GuardScope scope(memory_guard::Placement::guard_pages);  // CUDA: guard bytes still
+  Tensor t = empty({5}, TensorOptions(DType::Float32, Device::cuda(0)));
+  EXPECT_TRUE(scope.findings().empty());
+  const float junk = 1.0f;
+  allocator_for(DeviceType::CUDA)
+      .copy_from_host(static_cast<char*>(t.mutable_data_ptr()) + 20, &junk, sizeof junk, t.device());
+  auto findings = scope.findings();
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].kind, memory_guard::Finding::Kind::wrote_after);
+  EXPECT_EQ(findings[0].device, t.device());
+  EXPECT_LE(findings[0].reach, 4u);
+  EXPECT_GE(findings[0].bytes_changed, 1u);
 }
 
 TEST(MemoryGuardDeathTest, AFaultOutsideTheGuardsStillCrashes) {

@@ -53,7 +53,8 @@
  * of symbolic sizes). Autograd formulas (OPC_KERNEL_BACKWARD) receive
  *     [the call's arguments..., its returns..., one gradient per returned tensor (each element of
  *      a Tensor[] return counts; none when absent)]
- * and return one value per schema argument: the gradient (a tensor) or none.
+ * and return one value per schema argument: the gradient (a tensor) or none; for a Tensor[]
+ * argument, a list with one gradient per element of it (a tensor or none), or none.
  *
  * Views: a returned tensor whose memory lies inside an argument's (same dtype) is a view of that
  * argument: return your own managed tensor pointing there (zero copy), and the host makes it a
