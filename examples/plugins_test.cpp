@@ -1,6 +1,9 @@
 // The example plugins through `opconform check`, as a user runs them: the correct vendor library
 // passes everything; every seeded bug of the buggy library is reported with its outcome, and the
 // run completes (a crash and a hang included). examples/buggy_plugin/README.md lists the bugs.
+// The silent-bugs library's bugs (right values) are found by memory_safety and thread_safety; its
+// correct twin passes everything (examples/silent_bugs_plugin/README.md).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "opconform/conformance/check.h"
 #include "opconform/harness/cli.h"
 #include "opconform/reports/writers.h"
 
@@ -113,6 +117,63 @@ TEST(ExamplePlugins, AnInferenceOnlyOpFailsTheRunWithFailOnUnsupported) {
   (void)check(OPCONFORM_COVERAGE_PLUGIN, {"--ops", "aten::neg", "--samples", "10"}, 0);
   (void)check(OPCONFORM_COVERAGE_PLUGIN,
               {"--ops", "aten::neg", "--samples", "10", "--fail-on", "failed,crashed,timed_out,untested,unsupported"}, 1);
+}
+
+// Bugs whose values are right (examples/silent_bugs_plugin/README.md): only memory_safety (guard
+// bytes and guard pages) and thread_safety (concurrent first calls) see them. Every check runs, as
+// a user runs it (not only --checks memory_safety,thread_safety): the run takes about 0.2 s on 2
+// cores, and the three findings came out in 80 of 80 runs of `opconform check` (40 of them with
+// both cores kept busy) and 30 of 30 repeats of this test. Outside the guards neg's overrun
+// corrupts the heap, so its other checks crash (or, were a corrupted free list to loop, time out:
+// hence --timeout); nothing is asserted of them but that the run completes and writes its report.
+TEST(ExamplePlugins, SilentBugsAreFlaggedByMemorySafetyAndThreadSafety) {
+  const auto r = check(OPCONFORM_SILENT_BUGS_PLUGIN, {"--timeout", "10"}, 1);
+  std::map<std::string, std::map<std::string, std::vector<const reports::CaseResult*>>> seen;
+  for (const auto& c : r.results) seen[c.op][c.check].push_back(&c);
+  // The run completed: every check of every case has its result (crashed ones included).
+  EXPECT_EQ(r.results.size(), 3 * 2 * conformance::check_names().size());  // 3 ops, float32 and float64
+  // The message of the first failed result of `op` under `check` (empty when none failed).
+  auto failure = [&](const std::string& op, const std::string& check) -> std::string {
+    for (const reports::CaseResult* c : seen[op][check])
+      if (c->outcome == Outcome::failed) return c->message;
+    return "";
+  };
+  // (a) 64 bytes written past the end of neg's output: both placements see it.
+  EXPECT_THAT(failure("aten::neg", "memory_safety"), ::testing::HasSubstr("wrote past the end of output 0"));
+  // (b) 8 bytes read past the end of abs's input: the guard pages see it.
+  EXPECT_THAT(failure("aten::abs", "memory_safety"), ::testing::HasSubstr("read past the end of argument 'self'"));
+  // (c) exp's lazily filled table, read by a concurrent first caller before it is filled. Each
+  // worker's first exp case races; a second exp case in the same worker finds the table filled.
+  const std::string race = failure("aten::exp", "thread_safety");
+  EXPECT_THAT(race, ::testing::HasSubstr("in 4 concurrent calls, thread"));
+  EXPECT_THAT(race, ::testing::HasSubstr("differs from a sequential call's (bitwise): output 0"));
+  // Silent: the values of abs and exp agree with the reference, and their memory is not corrupted.
+  for (const char* op : {"aten::abs", "aten::exp"}) {
+    ASSERT_EQ(seen[op]["reference_agreement"].size(), 2u) << op;  // float32, float64
+    for (const reports::CaseResult* c : seen[op]["reference_agreement"])
+      EXPECT_EQ(c->outcome, Outcome::passed) << op << " [" << c->dtype << "]: " << c->message;
+  }
+  EXPECT_EQ(failure("aten::exp", "memory_safety"), "");
+}
+
+// The correct twin (the same source without SILENT_BUGS) passes every check.
+TEST(ExamplePlugins, TheSilentBugsFixedTwinPassesEveryCheck) {
+  const auto r = check(OPCONFORM_SILENT_BUGS_PLUGIN_FIXED, {}, 0);
+  std::set<std::string> ops;
+  for (const auto& c : r.results) {
+    ops.insert(c.op);
+    EXPECT_TRUE(c.outcome == Outcome::passed || c.outcome == Outcome::skipped)
+        << c.op << " " << c.check << " [" << c.dtype << "]: " << conformance::to_string(c.outcome) << ": " << c.message;
+  }
+  EXPECT_EQ(ops, (std::set<std::string>{"aten::abs", "aten::exp", "aten::neg"}));
+  EXPECT_EQ(r.count(Outcome::failed), 0u);
+  for (const char* op : {"aten::neg", "aten::abs", "aten::exp"}) {
+    for (const char* check : {"memory_safety", "thread_safety", "reference_agreement"}) {
+      size_t passed = 0;
+      for (const auto& c : r.results) passed += c.op == op && c.check == check && c.outcome == Outcome::passed;
+      EXPECT_EQ(passed, 2u) << op << " " << check;  // float32 and float64
+    }
+  }
 }
 
 }  // namespace

@@ -454,10 +454,11 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
       }
       continue;
     }
-    const TypeKind k = type.is_optional() ? type.elem().kind() : type.kind();
+    const Type& present = type.is_optional() ? type.elem() : type;  // Tensor[]? is a Tensor[] when given
+    const TypeKind k = present.kind();
     if (v.tag == OPC_TAG_NONE && type.is_optional()) {
       results.emplace_back();
-    } else if (k == TypeKind::kList && type.elem().kind() == TypeKind::kTensor) {
+    } else if (k == TypeKind::kList && present.elem().kind() == TypeKind::kTensor) {
       if (v.tag != OPC_TAG_LIST || (v.u.list.size > 0 && v.u.list.items == nullptr)) throw mismatch("no tensor list");
       // Found by fuzz/plugin_value: a negative size read as an empty list.
       if (v.u.list.size < 0) throw mismatch("a list of size " + std::to_string(v.u.list.size));

@@ -208,6 +208,63 @@ TEST(Loader, BackwardFormulaGivesTheGradient) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{5, 50}));
 }
 
+// ---- a Tensor[] op whose backward returns a list: testlib::weighted(Tensor[] xs) = sum_i (i+1) xs[i] ----
+
+OpcStatus weighted_cpu(const OpcCallContext* ctx, const OpcValue* args, int64_t, OpcValue* returns, int64_t, void*) {
+  const OpcValue* xs = args[0].u.list.items;
+  const DLTensor& first = xs[0].u.tensor->dl_tensor;
+  OpcDLManagedTensorVersioned* out = ctx->new_tensor(ctx->host, first.dtype, first.ndim, first.shape, nullptr);
+  if (out == nullptr) return OPC_OUT_OF_MEMORY;
+  for (int64_t e = 0; !ctx->is_fake && e < numel_of(first); ++e) {
+    double acc = 0;
+    for (int64_t i = 0; i < args[0].u.list.size; ++i) acc += static_cast<double>(i + 1) * data_of(xs[i].u.tensor)[e];
+    data_of(out)[e] = acc;
+  }
+  returns[0].tag = OPC_TAG_TENSOR;
+  returns[0].u.tensor = out;
+  return OPC_OK;
+}
+
+// args = [xs, result, grad]: the gradient of xs[i] is (i+1) * grad, returned as a list.
+OpcStatus weighted_backward(const OpcCallContext* ctx, const OpcValue* args, int64_t, OpcValue* returns, int64_t,
+                            void*) {
+  const int64_t n = args[0].u.list.size;
+  const DLTensor& g = args[2].u.tensor->dl_tensor;
+  auto* items = static_cast<OpcValue*>(ctx->alloc(ctx->host, sizeof(OpcValue) * static_cast<size_t>(n)));
+  if (items == nullptr) return OPC_OUT_OF_MEMORY;
+  for (int64_t i = 0; i < n; ++i) {
+    OpcDLManagedTensorVersioned* gi = ctx->new_tensor(ctx->host, g.dtype, g.ndim, g.shape, nullptr);
+    if (gi == nullptr) return OPC_OUT_OF_MEMORY;
+    for (int64_t e = 0; e < numel_of(g); ++e) data_of(gi)[e] = static_cast<double>(i + 1) * data_of(args[2].u.tensor)[e];
+    items[i].tag = OPC_TAG_TENSOR;
+    items[i].u.tensor = gi;
+  }
+  returns[0].tag = OPC_TAG_LIST;
+  returns[0].u.list.items = items;
+  returns[0].u.list.size = n;
+  return OPC_OK;
+}
+
+OpcStatus register_weighted(const OpcRegistrar* r) {
+  OpcStatus s = r->define(r->host, "testlib::weighted(Tensor[] xs) -> Tensor");
+  if (s == OPC_OK) s = r->impl(r->host, "testlib::weighted", OPC_KERNEL_CPU, weighted_cpu, nullptr);
+  if (s == OPC_OK) s = r->impl(r->host, "testlib::weighted", OPC_KERNEL_BACKWARD, weighted_backward, nullptr);
+  return s;
+}
+OPCONFORM_PLUGIN(weighted_plugin, "weighted-test", "0.1", register_weighted)
+
+TEST(Loader, ABackwardReturnsOneGradientPerElementOfATensorList) {
+  Registry registry;
+  auto lib = load_plugin(weighted_plugin(), registry, {.schemas = &reference_registry()});
+  std::vector<Tensor> xs;
+  for (int i = 0; i < 3; ++i) xs.push_back(from_vector<double>({1.0 + i, 2.0}, {2}).set_requires_grad(true));
+  Tensor y = call(registry, "testlib::weighted", {IValue(xs)})[0].to_tensor();
+  EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{14, 12}));
+  auto grads = autograd::grad({y}, xs, {from_vector<double>({1, 10}, {2})});
+  ASSERT_EQ(grads.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(grads[i].to_vector<double>(), (std::vector<double>{1.0 + i, 10.0 * (1 + i)})) << i;
+}
+
 TEST(Loader, KernelStatusBecomesAnErrorNamingOpAndPlugin) {
   Registry registry;
   auto lib = load_plugin(scale_plugin(), registry, {.schemas = &reference_registry()});

@@ -51,9 +51,12 @@ std::vector<std::string> check_names() {
   std::lock_guard lock(t.mutex);
   std::vector<std::string> names;
   for (const auto& [n, c] : t.checks) names.push_back(n);
-  // thread_safety first: Note [Concurrent first calls] (thread_safety.cpp).
-  std::stable_partition(names.begin(), names.end(), [](const std::string& n) { return n == "thread_safety"; });
-  return names;
+  return in_run_order(std::move(names));
+}
+
+std::vector<std::string> in_run_order(std::vector<std::string> checks) {
+  std::stable_partition(checks.begin(), checks.end(), [](const std::string& n) { return n == "thread_safety"; });
+  return checks;
 }
 
 void register_check(std::unique_ptr<Check> check) {

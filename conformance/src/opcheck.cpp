@@ -28,7 +28,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samp
   OPCONFORM_CHECK(!samples.empty(), ErrorCode::kInvalidArgument, "opcheck('", op.name(),
                   "'): no samples (pass at least one, or generate them)");
   OpcheckResults results;
-  for (const auto& name : options.test_utils) {
+  for (const auto& name : in_run_order(options.test_utils)) {  // Note [Concurrent first calls]
     const Check& check = check_named(name);  // throws for unknown names, listing the known ones
     if (options.on_check_start) options.on_check_start(name);
     std::optional<CheckResult> combined;
@@ -61,15 +61,16 @@ OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samp
 OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, const OpcheckOptions& options,
                        Registry& registry) {
   const ToleranceSpec tolerance = tolerance_of(op, options);
+  const std::vector<std::string> names = in_run_order(options.test_utils);  // Note [Concurrent first calls]
   std::vector<const Check*> checks;
-  for (const auto& name : options.test_utils) checks.push_back(&check_named(name));  // throws for unknown names
+  for (const auto& name : names) checks.push_back(&check_named(name));  // throws for unknown names
   GenerateSpec spec = generated;
   spec.seed = resolve_seed(generated);  // one seed for the first pass and the searches
   const std::vector<Sample> samples = generate_samples(op.schema(), op.name(), spec);
 
   OpcheckResults results;
   for (size_t c = 0; c < checks.size(); ++c) {
-    const std::string& name = options.test_utils[c];
+    const std::string& name = names[c];
     if (options.on_check_start) options.on_check_start(name);
     auto run = [&](const Sample& sample) {
       CheckContext ctx{op, sample, tolerance, registry, options.reference, options.definitions};

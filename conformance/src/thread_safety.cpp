@@ -7,9 +7,10 @@
 //
 // Note [Concurrent first calls]: a kernel that initialises state lazily (a lookup table, a
 // cache, a plan) without synchronisation races only on its first use, so the concurrent calls
-// must be the op's first calls: check_names() puts thread_safety first, the harness's plan and
-// the GoogleTest suite keep that order, and opcheck runs each check over all samples before the
-// next check, so the first sample's concurrent calls are the first calls of the op in a case.
+// must be the op's first calls: every list of checks runs in in_run_order() (thread_safety
+// first, wherever it was named: opcheck, the harness's plan, the GoogleTest suite's
+// check_names()), and opcheck runs each check over all samples before the next, so the first
+// sample's concurrent calls are the first calls of the op in a case.
 #include <unistd.h>
 
 #include <condition_variable>

@@ -135,9 +135,11 @@ TEST_F(ThreadSafetyTest, AnErrorOnlyUnderConcurrencyFails) {
   EXPECT_THAT(r.message, HasSubstr("threw (t::busy: already running"));
 }
 
-TEST(ThreadSafetyOrder, ThreadSafetyRunsFirst) {
+TEST(ThreadSafetyOrder, ThreadSafetyRunsFirstInEveryList) {
   ASSERT_FALSE(check_names().empty());
   EXPECT_EQ(check_names().front(), "thread_safety");
+  EXPECT_EQ(in_run_order({"memory_safety", "determinism", "thread_safety"}),
+            (std::vector<std::string>{"thread_safety", "memory_safety", "determinism"}));
 }
 
 }  // namespace

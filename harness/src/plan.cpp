@@ -71,8 +71,7 @@ std::vector<std::string> all_checks(bool against_reference) {
   // Agreement first: it is what a vendor asks first, and its failures explain the others; only
   // thread_safety goes before it (Note [Concurrent first calls]).
   std::stable_partition(out.begin(), out.end(), [](const std::string& n) { return n == "reference_agreement"; });
-  std::stable_partition(out.begin(), out.end(), [](const std::string& n) { return n == "thread_safety"; });
-  return out;
+  return conformance::in_run_order(std::move(out));
 }
 
 void validate(const PlanOptions& options) {
@@ -90,7 +89,9 @@ void validate(const PlanOptions& options) {
 std::vector<PlannedCase> plan_cases(const Registry& registry, const adapters::LoadedLibrary* library,
                                     const PlanOptions& options) {
   validate(options);
-  std::vector<std::string> checks = options.checks.empty() ? all_checks(options.against_reference) : options.checks;
+  // A list given with --checks runs in run order too: thread_safety first, wherever it was named.
+  std::vector<std::string> checks =
+      options.checks.empty() ? all_checks(options.against_reference) : conformance::in_run_order(options.checks);
   std::vector<std::string> ops;
   if (library != nullptr) {
     ops = library->ops();

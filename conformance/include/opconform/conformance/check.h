@@ -40,8 +40,12 @@ class Check {
 // "gradcheck", "gradgradcheck", "stride_invariance", ...). Throws for an unknown name, listing
 // the known ones.
 const Check& check_named(std::string_view name);
-// Every check, thread_safety first (Note [Concurrent first calls]), then by name.
+// Every check, in run order (in_run_order): thread_safety first, then by name.
 std::vector<std::string> check_names();
+// `checks` as they must run: thread_safety first, wherever it was given (Note [Concurrent first
+// calls] in thread_safety.cpp); the others keep their order. opcheck and the harness's plan run
+// every list in this order.
+std::vector<std::string> in_run_order(std::vector<std::string> checks);
 // Adds a check (test_aot_dispatch_dynamic plugs in this way); the object lives for the process.
 void register_check(std::unique_ptr<Check> check);
 
