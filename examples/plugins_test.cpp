@@ -148,7 +148,13 @@ TEST(ExamplePlugins, SilentBugsAreFlaggedByMemorySafetyAndThreadSafety) {
   EXPECT_THAT(race, ::testing::HasSubstr("in 4 concurrent calls, thread"));
   EXPECT_THAT(race, ::testing::HasSubstr("differs from a sequential call's (bitwise): output 0"));
   // Silent: the values of abs and exp agree with the reference, and their memory is not corrupted.
+  // Under AddressSanitizer (the asan preset builds the plugin with it too) abs's unguarded calls
+  // stop at the overread itself, so only exp is silent there.
+#if defined(__SANITIZE_ADDRESS__)
+  for (const char* op : {"aten::exp"}) {
+#else
   for (const char* op : {"aten::abs", "aten::exp"}) {
+#endif
     ASSERT_EQ(seen[op]["reference_agreement"].size(), 2u) << op;  // float32, float64
     for (const reports::CaseResult* c : seen[op]["reference_agreement"])
       EXPECT_EQ(c->outcome, Outcome::passed) << op << " [" << c->dtype << "]: " << c->message;
