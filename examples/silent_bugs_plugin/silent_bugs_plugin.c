@@ -27,8 +27,9 @@
  * Every kernel reads its input through its strides and byte_offset (non-contiguous, offset,
  * expanded, 0-d and empty inputs); every output is contiguous. Declared dtypes: float32, float64.
  *
- * Layout of this file: the shared helpers (errors, dtypes, tensor views, the strided walk) in the
- * style of examples/vendor_plugin, the lazily filled table of exp, the three unary ops (one
+ * It uses the kit the example libraries share, examples/plugin_kit/opc_kit.h (errors, dtypes,
+ * tensor views, the strided walk; the library passes its name and its two dtypes). Layout of this
+ * file: the seeded bugs' view_end, the lazily filled table of exp, the three unary ops (one
  * kernel, one fake kernel, one autograd formula), then registration.
  *
  * Check them with
@@ -41,11 +42,9 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -61,238 +60,12 @@
 #define LIBRARY_NAME "silent-bugs-fixed"
 #endif
 
-#define MAX_DIMS 16    /* deeper tensors are refused with an error naming the argument */
 #define MAX_OPERANDS 3 /* tensors one strided walk moves through together (the backward's three) */
 
-/* ================================================================================================
- * Errors
- * ============================================================================================= */
-
-/* Sets the call's error message ("<op>: <what>") and returns `status`. Messages name the argument
- * ('self', 'grad', ...) so that a user sees which one was wrong. */
-__attribute__((format(printf, 3, 4))) static OpcStatus fail(const OpcCallContext* ctx, OpcStatus status,
-                                                            const char* fmt, ...) {
-  char message[512];
-  int n = snprintf(message, sizeof message, "%s: ", ctx->op_name ? ctx->op_name : LIBRARY_NAME);
-  if (n < 0 || (size_t)n >= sizeof message) n = 0;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(message + n, sizeof message - (size_t)n, fmt, ap);
-  va_end(ap);
-  ctx->set_error(ctx->host, message);
-  return status;
-}
-
-/* ================================================================================================
- * Dtypes: the two this library knows
- * ============================================================================================= */
-
-typedef enum { DT_F32, DT_F64, DT_NONE } Dt;
-
-static Dt dt_of(DLDataType t) {
-  if (t.lanes != 1 || t.code != kDLFloat) return DT_NONE;
-  if (t.bits == 32) return DT_F32;
-  if (t.bits == 64) return DT_F64;
-  return DT_NONE;
-}
-
-static DLDataType dl_dtype(Dt d) {
-  DLDataType t;
-  t.code = (uint8_t)kDLFloat;
-  t.bits = (uint8_t)(d == DT_F32 ? 32 : 64);
-  t.lanes = 1;
-  return t;
-}
-
-static int64_t dt_size(Dt d) { return d == DT_F32 ? 4 : 8; }
-
-static double load_f(const char* p, Dt dt) {
-  if (dt == DT_F32) {
-    float v;
-    memcpy(&v, p, sizeof v);
-    return v;
-  }
-  double v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-
-/* Rounds the double result once to the output dtype. */
-static void store_f(char* p, Dt dt, double v) {
-  if (dt == DT_F32) {
-    const float f = (float)v;
-    memcpy(p, &f, sizeof f);
-  } else {
-    memcpy(p, &v, sizeof v);
-  }
-}
-
-/* ================================================================================================
- * Tensor views: what a kernel needs of a DLPack tensor
- * ============================================================================================= */
-
-typedef struct {
-  Dt dt;
-  int ndim;
-  int64_t shape[MAX_DIMS];
-  int64_t strides[MAX_DIMS]; /* in elements, as DLPack gives them */
-  char* data;                /* the first element (data + byte_offset); NULL without data */
-  int64_t numel;
-} View;
-
-static int64_t numel_of(int ndim, const int64_t* shape) {
-  int64_t n = 1;
-  for (int d = 0; d < ndim; ++d) n *= shape[d];
-  return n;
-}
-
-/* Row-major strides, PyTorch's way (a size-0 or size-1 dim counts as 1). */
-static void contiguous_strides(int ndim, const int64_t* shape, int64_t* strides) {
-  int64_t s = 1;
-  for (int d = ndim - 1; d >= 0; --d) {
-    strides[d] = s;
-    s *= shape[d] > 1 ? shape[d] : 1;
-  }
-}
-
-static bool same_shape(const View* a, const View* b) {
-  if (a->ndim != b->ndim) return false;
-  for (int d = 0; d < a->ndim; ++d)
-    if (a->shape[d] != b->shape[d]) return false;
-  return true;
-}
-
-/* Reads tensor argument `v` (named `name` in messages) into `out`. `with_data` is false in fake
- * kernels: their tensors have no data and must not be read. */
-static OpcStatus read_tensor(const OpcCallContext* ctx, const OpcValue* v, const char* name, bool with_data,
-                             View* out) {
-  if (v->tag != OPC_TAG_TENSOR || v->u.tensor == NULL) {
-    return fail(ctx, OPC_INVALID_ARGUMENT, "argument '%s' must be a Tensor", name);
-  }
-  const OpcDLManagedTensorVersioned* m = v->u.tensor;
-  if (m->version.major != OPC_DLPACK_MAJOR_VERSION) {
-    return fail(ctx, OPC_ABI_MISMATCH, "argument '%s' is a DLPack %u.x tensor; this library reads DLPack %d.x", name,
-                (unsigned)m->version.major, OPC_DLPACK_MAJOR_VERSION);
-  }
-  const DLTensor* t = &m->dl_tensor;
-  out->dt = dt_of(t->dtype);
-  if (out->dt == DT_NONE) {
-    return fail(ctx, OPC_NOT_IMPLEMENTED,
-                "argument '%s' has a dtype (code %u, %u bits, %u lanes) this library does not support "
-                "(float32, float64)",
-                name, (unsigned)t->dtype.code, (unsigned)t->dtype.bits, (unsigned)t->dtype.lanes);
-  }
-  if (t->ndim < 0 || t->ndim > MAX_DIMS) {
-    return fail(ctx, OPC_NOT_IMPLEMENTED, "argument '%s' has %d dimensions; this library supports at most %d", name,
-                (int)t->ndim, MAX_DIMS);
-  }
-  out->ndim = t->ndim;
-  for (int d = 0; d < out->ndim; ++d) {
-    out->shape[d] = t->shape[d];
-    if (out->shape[d] < 0) return fail(ctx, OPC_INVALID_ARGUMENT, "argument '%s' has a negative size", name);
-  }
-  /* The host always gives strides; DLPack allows NULL for compact row-major, so accept it. */
-  if (t->strides != NULL) {
-    for (int d = 0; d < out->ndim; ++d) out->strides[d] = t->strides[d];
-  } else {
-    contiguous_strides(out->ndim, out->shape, out->strides);
-  }
-  out->numel = numel_of(out->ndim, out->shape);
-  out->data = NULL;
-  if (with_data) {
-    if (t->device.device_type != kDLCPU) {
-      return fail(ctx, OPC_NOT_IMPLEMENTED, "argument '%s' is on device type %d; this library has CPU kernels only",
-                  name, (int)t->device.device_type);
-    }
-    if (out->numel > 0 && t->data == NULL) {
-      return fail(ctx, OPC_INVALID_ARGUMENT, "argument '%s' has no data (a meta or fake tensor in a CPU kernel)", name);
-    }
-    if (t->data != NULL) out->data = (char*)t->data + t->byte_offset;
-  }
-  return OPC_OK;
-}
-
-/* A new contiguous output tensor in host memory (data-less in a fake call), returned through
- * `ret`. The fake kernels call it with the very shape the CPU kernels use. */
-static OpcStatus make_output(const OpcCallContext* ctx, Dt dt, int ndim, const int64_t* shape, OpcValue* ret,
-                             View* out) {
-  int64_t strides[MAX_DIMS], none[1] = {0};
-  contiguous_strides(ndim, shape, strides);
-  OpcDLManagedTensorVersioned* m =
-      ctx->new_tensor(ctx->host, dl_dtype(dt), ndim, ndim ? shape : none, ndim ? strides : none);
-  if (m == NULL) return OPC_OUT_OF_MEMORY; /* the host has set the message */
-  ret->tag = OPC_TAG_TENSOR;
-  ret->reserved = 0;
-  ret->u.tensor = m;
-  out->dt = dt;
-  out->ndim = ndim;
-  for (int d = 0; d < ndim; ++d) {
-    out->shape[d] = shape[d];
-    out->strides[d] = strides[d];
-  }
-  out->numel = numel_of(ndim, shape);
-  out->data = m->dl_tensor.data ? (char*)m->dl_tensor.data + m->dl_tensor.byte_offset : NULL;
-  return OPC_OK;
-}
-
-static void set_none(OpcValue* returns, int64_t num_returns) {
-  for (int64_t i = 0; i < num_returns; ++i) {
-    returns[i].tag = OPC_TAG_NONE;
-    returns[i].reserved = 0;
-    returns[i].u.i = 0;
-  }
-}
-
-static OpcStatus check_arity(const OpcCallContext* ctx, int64_t num_args, int64_t want_args, int64_t num_returns,
-                             int64_t want_returns) {
-  if (num_args < want_args || num_returns < want_returns) {
-    return fail(ctx, OPC_INVALID_ARGUMENT, "expected %lld arguments and %lld returns, got %lld and %lld",
-                (long long)want_args, (long long)want_returns, (long long)num_args, (long long)num_returns);
-  }
-  return OPC_OK;
-}
-
-/* ================================================================================================
- * The strided walk: visits every index of a shape in row-major order, moving one pointer per
- * operand by that operand's strides (0 along expanded dims). Outputs here are contiguous:
- * element n is at n.
- * ============================================================================================= */
-
-typedef struct {
-  int ndim, nops;
-  int64_t shape[MAX_DIMS];
-  int64_t index[MAX_DIMS];
-  int64_t step[MAX_OPERANDS][MAX_DIMS]; /* bytes */
-  const char* ptr[MAX_OPERANDS];
-} Walk;
-
-static void walk_init(Walk* w, int ndim, const int64_t* shape) {
-  w->ndim = ndim;
-  w->nops = 0;
-  for (int d = 0; d < ndim; ++d) {
-    w->shape[d] = shape[d];
-    w->index[d] = 0;
-  }
-}
-
-/* Adds a view as an operand (its shape is the walk's). */
-static void walk_add(Walk* w, const View* v) {
-  const int k = w->nops++;
-  w->ptr[k] = v->data;
-  for (int d = 0; d < w->ndim; ++d) w->step[k][d] = v->strides[d] * dt_size(v->dt);
-}
-
-/* Moves to the next index (after the last one, every pointer is back at its start). */
-static void walk_next(Walk* w) {
-  for (int d = w->ndim - 1; d >= 0; --d) {
-    if (++w->index[d] < w->shape[d]) {
-      for (int k = 0; k < w->nops; ++k) w->ptr[k] += w->step[k][d];
-      return;
-    }
-    for (int k = 0; k < w->nops; ++k) w->ptr[k] -= w->step[k][d] * (w->shape[d] - 1);
-    w->index[d] = 0;
-  }
-}
+/* The kit (examples/plugin_kit/opc_kit.h): errors, dtypes, tensor views, the strided walk. */
+#define OPC_KIT_LIBRARY LIBRARY_NAME
+#define OPC_KIT_DTYPES (DT_BIT(DT_F32) | DT_BIT(DT_F64))
+#include "opc_kit.h"
 
 #if SILENT_BUGS
 /* The byte just past the farthest element a (non-empty) view reaches: where its storage ends when
@@ -357,12 +130,12 @@ static OpcStatus unary_run(const OpcCallContext* ctx, const OpcValue* args, int6
   OpcStatus st = check_arity(ctx, num_args, 1, num_returns, 1);
   View self, out;
   if (st == OPC_OK) st = read_tensor(ctx, &args[0], "self", real, &self);
-  if (st == OPC_OK) st = make_output(ctx, self.dt, self.ndim, self.shape, &returns[0], &out);
+  if (st == OPC_OK) st = make_contiguous_output(ctx, self.dt, self.ndim, self.shape, &returns[0], &out);
   if (st != OPC_OK || !real || out.numel == 0) return st;
   if (kind == OP_EXP) scale_ready();
   Walk w;
   walk_init(&w, self.ndim, self.shape);
-  walk_add(&w, &self);
+  walk_add_view(&w, &self);
   for (int64_t n = 0; n < out.numel; ++n, walk_next(&w)) {
     const double x = load_f(w.ptr[0], self.dt);
     double y;
@@ -410,16 +183,16 @@ static OpcStatus unary_backward_run(const OpcCallContext* ctx, const OpcValue* a
   if (st == OPC_OK) st = read_tensor(ctx, &args[1], "result", true, &result);
   if (st == OPC_OK) st = read_tensor(ctx, &args[2], "grad", true, &grad);
   if (st != OPC_OK) return st;
-  if (!same_shape(&result, &self) || !same_shape(&grad, &self)) {
+  if (!same_shape(&result, self.ndim, self.shape) || !same_shape(&grad, self.ndim, self.shape)) {
     return fail(ctx, OPC_INVALID_ARGUMENT, "the result's or the gradient's shape does not match 'self'");
   }
-  st = make_output(ctx, self.dt, self.ndim, self.shape, &returns[0], &gx);
+  st = make_contiguous_output(ctx, self.dt, self.ndim, self.shape, &returns[0], &gx);
   if (st != OPC_OK || gx.numel == 0) return st;
   Walk w;
   walk_init(&w, self.ndim, self.shape);
-  walk_add(&w, &self);
-  walk_add(&w, &result);
-  walk_add(&w, &grad);
+  walk_add_view(&w, &self);
+  walk_add_view(&w, &result);
+  walk_add_view(&w, &grad);
   for (int64_t n = 0; n < gx.numel; ++n, walk_next(&w)) {
     const double x = load_f(w.ptr[0], self.dt), r = load_f(w.ptr[1], result.dt), g = load_f(w.ptr[2], grad.dt);
     double d;
