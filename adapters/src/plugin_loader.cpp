@@ -290,8 +290,10 @@ class PluginLibrary final : public LoadedLibrary {
 
 // ---- the registrar callbacks: C function pointers, nothing may throw out of them ----
 
+// A failing registration returns its status and message to the plugin, and is kept as a load
+// problem of the op: a register_ops that goes on and returns OPC_OK would otherwise hide it.
 template <typename F>
-OpcStatus guarded(void* host, F&& f) {
+OpcStatus guarded(void* host, const char* op, F&& f) {
   auto* lib = static_cast<PluginLibrary*>(host);
   try {
     f(*lib);
@@ -301,25 +303,30 @@ OpcStatus guarded(void* host, F&& f) {
   } catch (...) {
     lib->last_error = "an unknown exception";
   }
+  try {
+    std::string name = op != nullptr ? std::string(op).substr(0, std::string_view(op).find('(')) : "(unnamed)";
+    lib->problems_.push_back({std::move(name), "a registration failed (register_ops went on): " + lib->last_error});
+  } catch (...) {  // out of memory: the status still says it failed
+  }
   return OPC_ERROR;
 }
 
 OpcStatus registrar_define(void* host, const char* schema) {
-  return guarded(host, [&](PluginLibrary& lib) {
+  return guarded(host, schema, [&](PluginLibrary& lib) {
     OPCONFORM_CHECK(schema != nullptr, ErrorCode::kRegistration, "define: the schema is NULL");
     lib.define(schema);
   });
 }
 
 OpcStatus registrar_impl(void* host, const char* op, OpcKernelKind kind, OpcKernelFn fn, void* user_data) {
-  return guarded(host, [&](PluginLibrary& lib) {
+  return guarded(host, op, [&](PluginLibrary& lib) {
     OPCONFORM_CHECK(op != nullptr, ErrorCode::kRegistration, "impl: the operator name is NULL");
     lib.impl(op, kind, fn, user_data);
   });
 }
 
 OpcStatus registrar_declare_dtypes(void* host, const char* op, const DLDataType* dtypes, int64_t count) {
-  return guarded(host, [&](PluginLibrary& lib) {
+  return guarded(host, op, [&](PluginLibrary& lib) {
     OPCONFORM_CHECK(op != nullptr, ErrorCode::kRegistration, "declare_dtypes: the operator name is NULL");
     lib.declare_dtypes(op, dtypes, count);
   });

@@ -265,6 +265,25 @@ TEST(Loader, ABackwardReturnsOneGradientPerElementOfATensorList) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(grads[i].to_vector<double>(), (std::vector<double>{1.0 + i, 10.0 * (1 + i)})) << i;
 }
 
+// register_ops that ignores failing registrations and returns OPC_OK: each failure is a load
+// problem of its op (the harness reports it as a `load` result), not lost.
+OpcStatus register_ignoring_failures(const OpcRegistrar* r) {
+  r->define(r->host, "testlib::broken(Tensor x -> Tensor");                        // malformed
+  r->impl(r->host, "testlib::never_defined", OPC_KERNEL_CPU, scale_cpu, nullptr);  // no schema
+  return OPC_OK;
+}
+OPCONFORM_PLUGIN(ignoring_plugin, "ignoring-test", "0.1", register_ignoring_failures)
+
+TEST(Loader, RegistrationsThatFailInsideASuccessfulRegisterOpsAreProblems) {
+  Registry registry;
+  auto lib = load_plugin(ignoring_plugin(), registry, {.schemas = &reference_registry()});
+  ASSERT_EQ(lib->problems().size(), 2u);
+  EXPECT_EQ(lib->problems()[0].op, "testlib::broken");
+  EXPECT_EQ(lib->problems()[1].op, "testlib::never_defined");
+  for (const auto& p : lib->problems())
+    EXPECT_NE(p.message.find("a registration failed (register_ops went on)"), std::string::npos) << p.message;
+}
+
 TEST(Loader, KernelStatusBecomesAnErrorNamingOpAndPlugin) {
   Registry registry;
   auto lib = load_plugin(scale_plugin(), registry, {.schemas = &reference_registry()});

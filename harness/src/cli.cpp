@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fnmatch.h>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -35,11 +36,32 @@ std::string join(const std::vector<std::string>& args) {
   return out;
 }
 
+// The largest report.json read (report diff/merge): the main job's is about 12 MB.
+constexpr std::uintmax_t kMaxReportBytes = std::uintmax_t{1} << 30;
+
+// A report file: a regular file (not /dev/zero, a FIFO or a directory) of at most kMaxReportBytes.
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  OPCONFORM_CHECK(std::filesystem::is_regular_file(path, ec), ErrorCode::kInvalidArgument, "cannot read '", path,
+                  "': not a regular file");
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  OPCONFORM_CHECK(!ec && size <= kMaxReportBytes, ErrorCode::kInvalidArgument, "cannot read '", path, "': ",
+                  ec ? ec.message() : "larger than " + std::to_string(kMaxReportBytes >> 20) + " MiB");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorCode::kInvalidArgument, "cannot read '" + path + "'");
   return {std::istreambuf_iterator<char>(in), {}};
 }
+
+// Seconds for --timeout: a finite number in (0, one day]; CLI::PositiveNumber lets NaN through
+// (NaN <= 0 is false) and 1e10 s overflowed the millisecond deadline.
+const CLI::Validator kSeconds(
+    [](const std::string& text) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !(v > 0 && v <= 86400)) return "must be seconds in (0, 86400]: " + text;
+      return "";
+    },
+    "SECONDS");
 
 reports::Report read_report(const std::string& path) {
   try {
@@ -76,12 +98,13 @@ struct RunFlags {
         ->check(CLI::PositiveNumber);
     app.add_option("--seed", seed, "Replace every case's fixed seed (replays a reported failure)");
     app.add_option("--jobs,-j", jobs,
-                   "Worker processes (default: one per CPU); 0 runs in this process, without crash isolation");
+                   "Worker processes (default: one per CPU); 0 runs in this process, without crash isolation")
+        ->check(CLI::Range(0, 1024));
     app.add_option("--shard", shard,
                    "Run shard i of N ('i/N', from 0); GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS are read when unset");
     app.add_option("--timeout", request.timeout_s, "Seconds a check may run in a worker before it is timed_out")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(kSeconds);
     app.add_option("--report-dir", request.report_dir,
                    "Where report.json, junit.xml, report.md and report.html go")
         ->capture_default_str();
@@ -349,7 +372,12 @@ int opconform_main(const std::vector<std::string>& args) {
     try {
       request = (*run ? run_flags : check_flags).finish(args);
       request.against_reference = *check && against == "reference";
+      OPCONFORM_CHECK(!*check || !request.library.empty(), ErrorCode::kInvalidArgument,
+                      "--library is empty: give the plugin's shared library (`opconform run` checks the reference)");
       validate(request.plan);
+      // The reports can be written: found now, not after every check ran.
+      if (request.write_reports)
+        reports::check_report_paths({request.report_dir, request.json, request.junit, request.markdown, request.html});
       for (const auto& c : request.plan.checks) {
         if (c == "reference_agreement" && !request.against_reference)
           throw Error(ErrorCode::kInvalidArgument,

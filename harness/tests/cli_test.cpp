@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -230,9 +231,39 @@ TEST_F(Cli, UsageErrorsAreExitStatusTwo) {
   EXPECT_EQ(opconform_main({"run", "--shard", "3/2"}), 2);       // index past count
   EXPECT_EQ(opconform_main({"run", "--checks", "nonsense"}), 2); // unknown check
   EXPECT_EQ(opconform_main({"frobnicate"}), 2);
+  EXPECT_EQ(opconform_main({"check", "--library", ""}), 2);      // not the reference in disguise
+  EXPECT_EQ(opconform_main({"run", "--timeout", "nan"}), 2);     // NaN passed PositiveNumber
+  EXPECT_EQ(opconform_main({"run", "--timeout", "1e10"}), 2);    // overflowed the deadline
+  EXPECT_EQ(opconform_main({"run", "--jobs", "-3"}), 2);
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("unknown check 'nonsense'"), std::string::npos) << err;
   EXPECT_NE(err.find("0 <= i < N"), std::string::npos) << err;
+  EXPECT_NE(err.find("--library is empty"), std::string::npos) << err;
+  EXPECT_NE(err.find("must be seconds in (0, 86400]: nan"), std::string::npos) << err;
+}
+
+TEST_F(Cli, AReportDirThatCannotBeWrittenIsAUsageErrorBeforeAnyCheck) {
+  std::ofstream(dir_ / "a_file") << "x";
+  testing::internal::CaptureStderr();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(opconform_main({"run", "--report-dir", (dir_ / "a_file").string()}), 2);  // the whole reference run otherwise
+  EXPECT_EQ(opconform_main({"run", "--ops", "aten::neg", "--json", dir_.string()}), 2);  // a directory, not a file
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));  // no check ran
+  EXPECT_NE(err.find("cannot create the directory"), std::string::npos) << err;
+  EXPECT_NE(err.find("it is a directory"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir_ / "a_file" / "report.json"));
+  // The check leaves no file behind in a directory it can write.
+  EXPECT_EQ(run({"run", "--ops", "aten::neg", "--dtype", "float32", "--samples", "2", "--jobs", "0"}), 0);
+  for (const auto& e : fs::directory_iterator(dir_ / "report"))
+    EXPECT_NE(e.path().filename().string().rfind(".", 0), 0u) << e.path();  // no temporary left
+}
+
+TEST_F(Cli, ReportCommandsReadRegularFilesOnly) {
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(opconform_main({"report", "merge", "/dev/zero"}), 3);  // read until out of memory before
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("not a regular file"), std::string::npos) << err;
 }
 
 TEST_F(Cli, HelpTellsEveryCommand) {

@@ -99,6 +99,34 @@ void write_atomically(const std::filesystem::path& target, std::string_view cont
   }
 }
 
+namespace {
+// The report files' paths: each given path, or <dir>/<file>; empty ones are skipped.
+std::vector<std::string> report_file_paths(const ReportPaths& paths) {
+  std::vector<std::string> out;
+  const std::pair<const std::optional<std::string>*, const char*> files[] = {
+      {&paths.json, "report.json"}, {&paths.junit, "junit.xml"}, {&paths.markdown, "report.md"}, {&paths.html, "report.html"}};
+  for (const auto& [given, file] : files) {
+    std::string path = *given ? **given : (paths.dir / file).string();
+    if (!path.empty()) out.push_back(std::move(path));
+  }
+  return out;
+}
+}  // namespace
+
+void check_report_paths(const ReportPaths& paths) {
+  for (const std::string& target : report_file_paths(paths)) {
+    const std::filesystem::path path = std::filesystem::absolute(target);
+    OPCONFORM_CHECK(path.has_filename(), ErrorCode::kInvalidArgument, "cannot write '", target, "': not a file path");
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      fail(target, "it is a directory", EISDIR);
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) fail(target, "cannot create the directory '" + path.parent_path().string() + "'", ec.value());
+    TempFile probe;  // removed again by its destructor
+    create_temp(path, probe);
+  }
+}
+
 std::vector<std::string> write_report_files(const Report& report, const ReportPaths& paths) {
   const struct {
     const std::optional<std::string>& given;

@@ -45,5 +45,9 @@ struct ReportPaths {
   std::optional<std::string> json, junit, markdown, html;
 };
 std::vector<std::string> write_report_files(const Report& report, const ReportPaths& paths);
+// Before a run: each report file's directory exists (created) and takes a new file, and no path is
+// a directory; throws opconform::Error naming the path otherwise, so that a run whose reports
+// could not be written fails before any check runs instead of after all of them.
+void check_report_paths(const ReportPaths& paths);
 
 }  // namespace opconform::reports
