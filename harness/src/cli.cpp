@@ -16,6 +16,7 @@
 #include "opconform/reference/coverage.h"
 #include "opconform/reference/op_info.h"
 #include "opconform/reference/reference.h"
+#include "opconform/reports/console.h"
 #include "opconform/reports/diff_merge.h"
 #include "opconform/reports/writers.h"
 
@@ -185,10 +186,11 @@ int list_command(const std::string& library, bool checks_only, const std::string
   auto lib = adapters::load_plugin(library, registry, {.schemas = &reference});
   if (names) {
     for (const auto& op : lib->ops())
-      if (selected(op)) std::cout << op << "\n";
+      if (selected(op)) std::cout << reports::console_text(op, true, 4096) << "\n";
     return 0;
   }
-  std::cout << lib->name() << " " << lib->version() << " (" << lib->origin() << "): " << lib->ops().size()
+  std::cout << reports::console_text(lib->name()) << " " << reports::console_text(lib->version()) << " ("
+            << reports::console_text(lib->origin(), true, 4096) << "): " << lib->ops().size()
             << " operators\n";
   for (const auto& op : lib->ops()) {
     if (!selected(op)) continue;
@@ -199,10 +201,11 @@ int list_command(const std::string& library, bool checks_only, const std::string
     std::string dtypes;
     if (auto d = lib->declared_dtypes(op))
       for (DType t : *d) dtypes += (dtypes.empty() ? "" : ",") + std::string(name(t));
-    std::cout << op << "  [" << kernels << "]  " << (dtypes.empty() ? "(reference dtypes)" : dtypes) << "  "
-              << registry.get(op).schema().to_string() << "\n";
+    std::cout << reports::console_text(op) << "  [" << kernels << "]  " << (dtypes.empty() ? "(reference dtypes)" : dtypes) << "  "
+              << reports::console_text(registry.get(op).schema().to_string(), true, 4096) << "\n";
   }
-  for (const auto& p : lib->problems()) std::cout << "problem: " << p.op << ": " << p.message << "\n";
+  for (const auto& p : lib->problems())
+    std::cout << "problem: " << reports::console_text(p.op) << ": " << reports::console_text(p.message, false) << "\n";
   return 0;
 }
 
@@ -217,24 +220,24 @@ int doctor_command(const std::string& library) {
   const Registry& checked = lib ? registry : reference;
   int broken = 0, notes = 0;
   for (const auto& op : checked.dangling_impls()) {
-    std::cout << "broken: '" << op << "' has kernels but no definition (a dangling implementation)\n";
+    std::cout << "broken: '" << reports::console_text(op) << "' has kernels but no definition (a dangling implementation)\n";
     ++broken;
   }
   if (lib) {
     for (const auto& p : lib->problems()) {
-      std::cout << "broken: '" << p.op << "': " << p.message << "\n";
+      std::cout << "broken: '" << reports::console_text(p.op) << "': " << reports::console_text(p.message, false) << "\n";
       ++broken;
     }
     for (const auto& op : lib->ops()) {
       if (!lib->has_kernel(op, OPC_KERNEL_CPU) && !lib->has_kernel(op, OPC_KERNEL_CUDA)) {
-        std::cout << "note: '" << op << "' has no real kernel (cpu or cuda)\n", ++notes;
+        std::cout << "note: '" << reports::console_text(op) << "' has no real kernel (cpu or cuda)\n", ++notes;
       }
       if (!lib->has_kernel(op, OPC_KERNEL_FAKE)) {
-        std::cout << "note: '" << op << "' has no fake kernel: test_faketensor and graph capture cannot use it\n";
+        std::cout << "note: '" << reports::console_text(op) << "' has no fake kernel: test_faketensor and graph capture cannot use it\n";
         ++notes;
       }
       if (!lib->has_kernel(op, OPC_KERNEL_BACKWARD)) {
-        std::cout << "note: '" << op << "' has no autograd formula: gradients through it fail\n", ++notes;
+        std::cout << "note: '" << reports::console_text(op) << "' has no autograd formula: gradients through it fail\n", ++notes;
       }
     }
   } else {
@@ -385,7 +388,7 @@ int opconform_main(const std::vector<std::string>& args) {
                       "--against reference");
       }
     } catch (const std::exception& e) {
-      std::cerr << "opconform: " << e.what() << "\n";
+      std::cerr << "opconform: " << reports::console_text(e.what(), false) << "\n";
       return 2;
     }
   }
@@ -409,7 +412,7 @@ int opconform_main(const std::vector<std::string>& args) {
     if (*diff) return report_diff_command(diff_before, diff_after, diff_markdown);
     if (*merge) return report_merge_command(merge_inputs, merge_outputs);
   } catch (const std::exception& e) {
-    std::cerr << "opconform: " << e.what() << "\n";
+    std::cerr << "opconform: " << reports::console_text(e.what(), false) << "\n";
     return 3;
   }
   return 2;

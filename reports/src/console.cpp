@@ -94,11 +94,11 @@ void ConsoleListener::on_run_start(const RunInfo& info, size_t total_cases) {
   failures_ = 0;
   last_line_percent_ = 0;
   if (options_.quiet) return;
-  std::string line = "Checking " + detail::visible_text(info.library);
-  if (!info.against.empty()) line += " against " + detail::visible_text(info.against);
+  std::string line = "Checking " + detail::one_line_text(info.library);
+  if (!info.against.empty()) line += " against " + detail::one_line_text(info.against);
   line += ": " + std::to_string(total_cases) + (total_cases == 1 ? " case" : " cases");
   if (info.samples > 0) line += ", " + std::to_string(info.samples) + " samples each";
-  if (!info.shard.empty()) line += " (shard " + detail::visible_text(info.shard) + ")";
+  if (!info.shard.empty()) line += " (shard " + detail::one_line_text(info.shard) + ")";
   std::fprintf(out_, "%s\n", line.c_str());
   std::fflush(out_);
 }
@@ -114,8 +114,8 @@ std::string ConsoleListener::progress(size_t done, size_t total, const std::vect
   line += "  " + detail::fixed(rate, 1) + " cases/s  ETA ";
   line += rate > 0 ? clock_time(static_cast<double>(total - std::min(done, total)) / rate) : std::string("-:--");
   if (!results.empty()) {
-    line += "  " + detail::visible_text(results.front().op);
-    if (!results.front().dtype.empty()) line += " " + detail::visible_text(results.front().dtype);
+    line += "  " + detail::one_line_text(results.front().op);
+    if (!results.front().dtype.empty()) line += " " + detail::one_line_text(results.front().dtype);
   }
   return line;
 }
@@ -155,10 +155,10 @@ void ConsoleListener::on_case_done(const std::vector<CaseResult>& results, size_
     if (!printed && options_.terminal) clear_progress();
     printed = true;
     std::string line = paint(label(r.outcome), color_of(r.outcome), options_.color) + " " +
-                       detail::visible_text(r.op) + " " + detail::visible_text(detail::where(r));
-    if (!r.message.empty()) line += ": " + detail::visible_text(detail::first_line(r.message));
+                       detail::one_line_text(r.op) + " " + detail::one_line_text(detail::where(r));
+    if (!r.message.empty()) line += ": " + detail::one_line_text(detail::first_line(r.message), 4096);
     std::fprintf(out_, "%s\n", line.c_str());
-    if (!r.repro.empty()) std::fprintf(out_, "            repro: %s\n", detail::visible_text(r.repro).c_str());
+    if (!r.repro.empty()) std::fprintf(out_, "            repro: %s\n", detail::one_line_text(r.repro, 4096).c_str());
   }
   if (options_.terminal) {
     draw_progress(progress(done, total, results));
@@ -186,8 +186,8 @@ void ConsoleListener::print_untested(const Report& report) {
   constexpr size_t kShown = 20;
   for (size_t k = 0; k < untested.size() && k < kShown; ++k) {
     const auto& c = untested[k];
-    std::fprintf(out_, "  UNTESTED %s: %s\n", detail::visible_text(c.key()).c_str(),
-                 c.reasons.empty() ? "" : detail::visible_text(c.reasons.front()).c_str());
+    std::fprintf(out_, "  UNTESTED %s: %s\n", detail::one_line_text(c.key()).c_str(),
+                 c.reasons.empty() ? "" : detail::one_line_text(c.reasons.front(), 4096).c_str());
   }
   if (untested.size() > kShown) std::fprintf(out_, "  ... and %zu more (report.md lists them all)\n", untested.size() - kShown);
 }
@@ -199,7 +199,7 @@ void ConsoleListener::print_inference_only(const Report& report) {
     if (r.reason == conformance::kNoBackward && std::find(ops.begin(), ops.end(), r.op) == ops.end()) ops.push_back(r.op);
   if (ops.empty()) return;
   std::string list;
-  for (size_t k = 0; k < ops.size() && k < 8; ++k) list += (k ? ", " : "") + detail::visible_text(ops[k]);
+  for (size_t k = 0; k < ops.size() && k < 8; ++k) list += (k ? ", " : "") + detail::one_line_text(ops[k]);
   if (ops.size() > 8) list += ", ...";
   std::fprintf(out_, "inference only: %zu op%s without backward (%s)%s\n", ops.size(), ops.size() == 1 ? "" : "s",
                list.c_str(), options_.fail_on.fails_on(Outcome::unsupported) ? "" : "; --fail-on unsupported fails on them");
@@ -223,6 +223,10 @@ void ConsoleListener::on_run_end(const Report& report) {
   std::fprintf(out_, "%s\n",
                failed ? paint("FAIL", kRed, options_.color).c_str() : paint("PASS", color_of(Outcome::passed), options_.color).c_str());
   std::fflush(out_);
+}
+
+std::string console_text(std::string_view s, bool one_line, size_t max_chars) {
+  return one_line ? detail::one_line_text(s, max_chars) : detail::visible_text(s);
 }
 
 }  // namespace opconform::reports

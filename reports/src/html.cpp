@@ -91,9 +91,15 @@ constexpr const char* kScript = R"js(
   const results = report.results;
   results.forEach((r, i) => { r.index = i; });
 
-  // Control characters other than newline and tab are shown as "\x1b", as the other writers do.
-  const visible = (s) => String(s).replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g,
-    (c) => '\\x' + c.charCodeAt(0).toString(16).padStart(2, '0'));
+  // Characters that act instead of showing are shown as "\x1b" or "\u202e", as the other
+  // writers do (Note [Library strings are data]): C0 but newline and tab, DEL, C1, bidi
+  // controls, line and paragraph separators, U+FFFE and U+FFFF.
+  const visible = (s) => String(s)
+    .replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, (c) => '\\x' + c.charCodeAt(0).toString(16).padStart(2, '0'))
+    .replace(/[\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufffe\uffff]/g,
+      (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
+  // A name in the matrix: at most 160 characters shown, the rest counted (the title has it all).
+  const shortName = (s) => s.length > 160 ? s.slice(0, 160) + '... (' + (s.length - 160) + ' more characters)' : s;
   function el(tag, props, children) {
     const node = document.createElement(tag);
     Object.entries(props || {}).forEach(([key, value]) => {
@@ -182,7 +188,7 @@ constexpr const char* kScript = R"js(
     checks.forEach((c) => head.appendChild(el('th', { title: c }, [el('span', { text: c })])));
     const body = el('tbody');
     Array.from(cells.keys()).sort().forEach((op) => {
-      const tr = el('tr', {}, [el('th', { className: 'op', scope: 'row' }, [el('code', { text: op })])]);
+      const tr = el('tr', {}, [el('th', { className: 'op', scope: 'row', title: op }, [el('code', { text: shortName(op) })])]);
       const row = cells.get(op);
       checks.forEach((check) => {
         const list = row.get(check);
@@ -242,7 +248,7 @@ constexpr const char* kScript = R"js(
 
 // Text for HTML content or a quoted attribute value.
 std::string html(std::string_view raw) {
-  const std::string s = detail::valid_utf8(raw);
+  const std::string s = detail::visible_text(raw);  // Note [Library strings are data]
   std::string out;
   out.reserve(s.size());
   for (char c : s) {

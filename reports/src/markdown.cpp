@@ -14,9 +14,9 @@ namespace opconform::reports {
 namespace detail {
 
 std::string md_code(std::string_view raw) {
-  std::string s = visible_text(raw);
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  std::replace(s.begin(), s.end(), '\r', ' ');
+  // One line (a table row ends at a line break), long names cut for display (Note [Library
+  // strings are data]); report.json keeps the whole text.
+  std::string s = one_line_text(raw, 400);
   if (s.empty()) return "";
   // A code span is delimited by a backtick run longer than any inside it, padded with a space
   // when the text starts or ends with a backtick.

@@ -152,20 +152,69 @@ std::string valid_utf8(std::string_view s) {
   return out;
 }
 
-std::string visible_text(std::string_view s) {
+namespace {
+
+// Code points that act instead of showing: C1 controls (U+009B starts a terminal escape), bidi
+// controls (U+202E shows "deliaf" as "failed"), the Unicode line and paragraph separators, and
+// U+FFFE/U+FFFF, which XML 1.0 forbids (a junit.xml holding one does not parse).
+bool acts_instead_of_showing(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) ||
+         (cp >= 0x2066 && cp <= 0x2069) || cp == 0x2028 || cp == 0x2029 || cp == 0xFFFE || cp == 0xFFFF;
+}
+
+// The code point of the valid UTF-8 sequence at s[i] and its length.
+std::pair<uint32_t, size_t> decode(std::string_view s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return {c, 1};
+  const size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+  uint32_t cp = c & (0x7F >> len);
+  for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  return {cp, len};
+}
+
+void append_hex(std::string& out, uint32_t v, int digits) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int d = digits - 1; d >= 0; --d) out += kHex[(v >> (4 * d)) & 0xF];
+}
+
+}  // namespace
+
+std::string visible_text(std::string_view raw) {
+  const std::string s = valid_utf8(raw);
   std::string out;
-  for (char c : valid_utf8(s)) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7F) {
-      static constexpr char kHex[] = "0123456789abcdef";
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const auto [cp, len] = decode(s, i);
+    if ((cp < 0x20 && cp != '\n' && cp != '\t') || cp == 0x7F) {
       out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xF];
+      append_hex(out, cp, 2);
+    } else if (acts_instead_of_showing(cp)) {
+      out += "\\u";
+      append_hex(out, cp, 4);
     } else {
-      out += c;
+      out.append(s, i, len);
     }
+    i += len;
   }
   return out;
+}
+
+std::string one_line_text(std::string_view raw, size_t max_chars) {
+  std::string out;
+  for (char c : visible_text(raw)) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else out += c;
+  }
+  // Count code points, not bytes, and cut on a boundary.
+  size_t chars = 0, cut = std::string::npos;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if ((static_cast<unsigned char>(out[i]) & 0xC0) == 0x80) continue;
+    if (chars == max_chars) cut = i;
+    ++chars;
+  }
+  if (cut == std::string::npos) return out;
+  return out.substr(0, cut) + "... (" + std::to_string(chars - max_chars) + " more characters)";
 }
 
 std::string fixed(double seconds, int decimals) {

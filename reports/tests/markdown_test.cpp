@@ -53,7 +53,7 @@ TEST(ReportsMarkdown, ListsEachNotPassingResultWithMessageInputAndRepro) {
 TEST(ReportsMarkdown, QuotingHelpersSurviveBackticks) {
   EXPECT_EQ(detail::md_code("a`b"), "``a`b``");
   EXPECT_EQ(detail::md_code("`x"), "`` `x ``");
-  EXPECT_EQ(detail::md_code("one\ntwo"), "`one two`");
+  EXPECT_EQ(detail::md_code("one\ntwo"), "`one\\ntwo`");  // the line break shown, on one row
   EXPECT_EQ(detail::md_block("has ``` inside"), "````text\nhas ``` inside\n````\n");
   EXPECT_EQ(detail::md_cell("a|b"), "a\\|b");
 }

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "opconform/reports/listener.h"
@@ -24,6 +25,11 @@ struct ConsoleOptions {
 };
 // The options for `stream`: terminal when isatty, colour when a terminal and NO_COLOR is unset or empty.
 ConsoleOptions console_options_for(std::FILE* stream);
+
+// A library's string (a name, a message) made safe for a terminal (Note [Library strings are
+// data] in detail/text.h): every acting character visible; `one_line` also line breaks, with at
+// most max_chars characters shown. The CLI prints library strings only through it.
+std::string console_text(std::string_view s, bool one_line = true, size_t max_chars = 160);
 
 class ConsoleListener : public Listener {
  public:
