@@ -4,16 +4,19 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <optional>
 
 #include "opconform/core/error.h"
+#include "opconform/harness/worker_frames.h"
 #include "opconform/reports/writers.h"
 
 namespace opconform::harness {
@@ -53,24 +56,35 @@ bool write_all(int fd, const std::string& s) {
     run(
         case_index, first_check,
         [&](size_t check) {
-          if (!write_all(replies, "S " + std::to_string(check) + "\n")) _exit(4);
+          if (!write_all(replies, encode_frame("S " + std::to_string(check)))) _exit(4);
         },
         [&](const CaseResult& r) {
-          if (!write_all(replies, "R " + reports::result_to_json_line(r) + "\n")) _exit(4);
+          if (!write_all(replies, encode_frame("R " + reports::result_to_json_line(r)))) _exit(4);
         });
-    if (!write_all(replies, "D\n")) _exit(4);
+    if (!write_all(replies, encode_frame("D"))) _exit(4);
   }
 }
 
 // ---- the harness side ----
 
+// Note [The worker channel is untrusted]: a worker runs the library under test, which may write
+// anything to any fd, fork, or die at any moment. So its replies come as checked frames
+// (worker_frames.h) on a pipe at a high fd, its stdout and stderr go to a captured pipe (only
+// the tail is kept), it gets /dev/null as stdin and a process group of its own (killed whole),
+// and its death is noticed by waitpid, not by the end of the pipe (a forked child may hold it
+// open). A message that is no frame, or a result for another case or a check that already has
+// one, is a protocol error: the running check is crashed with that reason and the worker is
+// replaced. What a library can still do is lie about its own case's results; it cannot touch
+// other cases' results, the exit status or the files, which only the harness writes.
 struct Worker {
   pid_t pid = -1;
   int to = -1, from = -1, err = -1;  // err = -1 once the worker closed its stderr
-  std::string buffer;
+  FrameReader frames;
+  std::optional<int> exit_status;  // set once waitpid saw it end
   std::string stderr_tail;  // the last bytes the worker wrote to stderr in the running check
   bool busy = false;
   size_t case_index = 0;
+  size_t first = 0;    // the first check of this assignment
   size_t running = 0;  // the check running now (index into the case's checks)
   Clock::time_point deadline;
 };
@@ -106,7 +120,7 @@ class Pool {
           if (!sent) reap(w, true);
         }
         OPCONFORM_CHECK(sent, ErrorCode::kInternal, "cannot start a worker process");
-        w.busy = true, w.case_index = case_index, w.running = first;
+        w.busy = true, w.case_index = case_index, w.first = first, w.running = first;
         w.stderr_tail.clear();
         w.deadline = Clock::now() + timeout();
       }
@@ -133,16 +147,31 @@ class Pool {
       // A worker dies with the harness (a killed CI job leaves no kernel spinning).
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) _exit(0);
+      ::setpgid(0, 0);                        // its own group: what a kernel forks dies with it
+      ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);  // no setuid program gains anything from a kernel
+      const rlimit no_core{0, 0};
+      ::setrlimit(RLIMIT_CORE, &no_core);
       ::close(req[1]), ::close(rep[0]), ::close(err[0]);
-      // What a kernel prints on stderr (glibc's "double free" among it) goes with the result.
+      // The channel on high fds, where a kernel writing to "its" fd 1, 2 or 3 does not land.
+      const int requests = ::fcntl(req[0], F_DUPFD_CLOEXEC, 900), replies = ::fcntl(rep[1], F_DUPFD_CLOEXEC, 900);
+      if (requests < 0 || replies < 0) _exit(5);
+      ::close(req[0]), ::close(rep[1]);
+      // What a kernel prints on stdout or stderr (glibc's "double free" among it) goes with the
+      // result, and never to opconform's own stdout.
       ::dup2(err[1], STDERR_FILENO);
+      ::dup2(err[1], STDOUT_FILENO);
       ::close(err[1]);
+      if (const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) ::dup2(null, STDIN_FILENO), ::close(null);
       for (auto& other : workers_)
         if (other.pid > 0) ::close(other.to), ::close(other.from), other.err >= 0 && ::close(other.err);
-      signal(SIGPIPE, SIG_DFL);
+      // A write to a closed pipe fails (EPIPE) instead of killing: a kernel scribbling on every fd
+      // is then seen for what it wrote (the harness's end of the channel is closed only when the
+      // worker is killed anyway; PDEATHSIG ends it with the harness).
+      signal(SIGPIPE, SIG_IGN);
       default_fatal_signals();
-      worker_main(req[0], rep[1], run_);
+      worker_main(requests, replies, run_);
     }
+    ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before any kill
     ::close(req[0]), ::close(rep[1]), ::close(err[1]);
     w = Worker{};
     w.pid = pid, w.to = req[1], w.from = rep[0], w.err = err[0];
@@ -151,14 +180,18 @@ class Pool {
   // Ends a worker (SIGKILL first when `kill`), closes its pipes, returns its wait status.
   int reap(Worker& w, bool kill) {
     if (w.pid < 0) return 0;
+    if (kill || w.exit_status) ::kill(-w.pid, SIGKILL);  // the group: children a kernel forked too
     if (kill) ::kill(w.pid, SIGKILL);
     drain_stderr(w);
     ::close(w.to), ::close(w.from);
     if (w.err >= 0) ::close(w.err);
-    int status = 0;
-    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+    int status = w.exit_status.value_or(0);
+    if (!w.exit_status) {
+      while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+      }
     }
-    w.pid = -1, w.err = -1;
+    if (!kill) ::kill(-w.pid, SIGKILL);  // a healthy worker's leftovers
+    w.pid = -1, w.err = -1, w.exit_status.reset();
     return status;
   }
 
@@ -225,20 +258,82 @@ class Pool {
     on_done_(case_index, std::move(out));
   }
 
-  void handle_line(Worker& w, const std::string& line) {
-    if (line.rfind("S ", 0) == 0) {
-      w.running = std::stoul(line.substr(2));
+  // One message of the running case (Note [The worker channel is untrusted]); throws
+  // ProtocolError for anything a well-behaved worker does not send.
+  void handle_message(Worker& w, const std::string& m) {
+    const PlannedCase& c = cases_[w.case_index];
+    auto& results = results_[w.case_index];
+    if (m.rfind("S ", 0) == 0) {
+      size_t k = 0;
+      const auto [end, ec] = std::from_chars(m.data() + 2, m.data() + m.size(), k);
+      if (ec != std::errc() || end != m.data() + m.size() || k < w.running || k >= c.checks.size())
+        throw ProtocolError("a check start that is not the case's next check: '" + m.substr(0, 40) + "'");
+      w.running = k;
       w.deadline = Clock::now() + timeout();
       w.stderr_tail.clear();
-    } else if (line.rfind("R ", 0) == 0) {
-      CaseResult r = reports::result_from_json_line(line.substr(2));
-      const auto& checks = cases_[w.case_index].checks;
-      for (size_t i = 0; i < checks.size(); ++i)
-        if (checks[i] == r.check) results_[w.case_index][i] = r;
-    } else if (line == "D") {
+    } else if (m.rfind("R ", 0) == 0) {
+      CaseResult r;
+      try {
+        r = reports::result_from_json_line(m.substr(2));
+      } catch (const std::exception& e) {
+        throw ProtocolError(std::string("a result that does not parse: ") + e.what());
+      }
+      size_t i = w.first;
+      while (i < c.checks.size() && (c.checks[i] != r.check || results[i])) ++i;
+      if (r.op != c.op || r.device != c.device || r.dtype != c.dtype || i == c.checks.size())
+        throw ProtocolError("a result for another case or check, or a second one (" + r.op + " " + r.check + ")");
+      results[i] = r;
+    } else if (m == "D") {
+      for (size_t i = w.first; i < c.checks.size(); ++i)
+        if (!results[i]) throw ProtocolError("'done' before check '" + c.checks[i] + "' had its result");
       w.busy = false;
       complete(w.case_index);
+    } else {
+      throw ProtocolError("an unknown message '" + m.substr(0, 40) + "'");
     }
+  }
+
+  // Reads what the worker's channel holds now (all of it when it has ended) and handles the
+  // frames; false when the worker broke the protocol or closed the channel (and was replaced).
+  bool read_channel(Worker& w, bool until_empty) {
+    char chunk[65536];
+    for (;;) {
+      pollfd p{w.from, POLLIN, 0};
+      if (until_empty && ::poll(&p, 1, 0) <= 0) return true;
+      const ssize_t n = ::read(w.from, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (until_empty) return true;  // the worker is gone; its death is the result
+        // The end of the channel: the worker died (its death is the result) or a kernel closed it.
+        for (int tries = 0; tries < 40 && !w.exit_status; ++tries) {
+          int status = 0;
+          if (::waitpid(w.pid, &status, WNOHANG) == w.pid) w.exit_status = status;
+          else ::usleep(5000);
+        }
+        if (w.exit_status) {
+          crashed(w);
+          return false;
+        }
+        protocol_error(w, "nothing more: it closed its channel and lives on (a kernel closed a pipe it does not own?)");
+        return false;
+      }
+      w.frames.feed(std::string_view(chunk, static_cast<size_t>(n)));
+      try {
+        while (w.busy)
+          if (auto payload = w.frames.next()) handle_message(w, *payload);
+          else break;
+      } catch (const ProtocolError& e) {
+        protocol_error(w, e.what());
+        return false;
+      }
+      if (!until_empty) return true;
+    }
+  }
+
+  void protocol_error(Worker& w, const std::string& what) {
+    reap(w, true);
+    lost(w, conformance::Outcome::crashed,
+         "protocol error: the worker sent " + what + "; the worker was replaced (does a kernel write to fds it does not own?)");
   }
 
   void wait_for_events() {
@@ -258,7 +353,8 @@ class Pool {
     }
     if (fds.empty()) return;
     const auto wait_ms = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(earliest - now).count());
-    int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(wait_ms + 1, 60'000)));
+    // At most 50 ms: deaths are found by waitpid below, also while a forked child holds the pipe.
+    int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(wait_ms + 1, 50)));
     if (ready < 0 && errno != EINTR) throw Error(ErrorCode::kInternal, std::string("poll: ") + std::strerror(errno));
     for (size_t i = 0; i < fds.size(); ++i) {
       Worker& w = *owners[i];
@@ -267,20 +363,16 @@ class Pool {
         drain_stderr(w);
         continue;
       }
-      char chunk[65536];
-      ssize_t n = ::read(w.from, chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        crashed(w);
-        continue;
-      }
-      w.buffer.append(chunk, static_cast<size_t>(n));
-      size_t newline;
-      while (w.busy && (newline = w.buffer.find('\n')) != std::string::npos) {
-        std::string line = w.buffer.substr(0, newline);
-        w.buffer.erase(0, newline + 1);
-        handle_line(w, line);
-      }
+      read_channel(w, false);
+    }
+    // Death by waitpid, not by the pipe's end: a child the kernel forked may hold the pipe open.
+    for (auto& w : workers_) {
+      if (!w.busy || w.pid < 0) continue;
+      int status = 0;
+      if (::waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+      w.exit_status = status;
+      if (read_channel(w, true) && w.busy) crashed(w);  // what it sent before dying counts
+      else if (!w.busy) reap(w, false);                 // it finished the case, then died
     }
     now = Clock::now();
     for (auto& w : workers_) {

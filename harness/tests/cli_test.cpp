@@ -1,6 +1,7 @@
 // The opconform command line, run in-process: the run and check commands with their reports,
 // crash and hang isolation, shards and merge, repro lines, list, doctor, usage errors.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -85,6 +86,50 @@ TEST_F(Cli, CrashesAndHangsAreResultsAndTheRunCompletes) {
       EXPECT_NE(c.message.find("SIGSEGV"), std::string::npos) << c.message;
     }
   }
+}
+
+// Note [The worker channel is untrusted]: a library that writes garbage or forged frames to every
+// fd, forks a child holding the pipes and crashes, or floods stdout costs its own checks only.
+TEST_F(Cli, AHostileLibraryCannotForgeResultsOrOutliveTheRun) {
+  const fs::path pids = dir_ / "pids";
+  ::setenv("HOSTILE_PID_FILE", pids.c_str(), 1);
+  testing::internal::CaptureStdout();
+  const auto start = std::chrono::steady_clock::now();
+  const int status = run({"check", "--library", OPCONFORM_HOSTILE_CHANNEL_PLUGIN, "--samples", "2", "--jobs", "2",
+                          "--timeout", "20", "--checks", "test_schema,determinism"});
+  const std::string out = testing::internal::GetCapturedStdout();
+  ::unsetenv("HOSTILE_PID_FILE");
+  EXPECT_EQ(status, 1);
+  // The orphan's crash is seen by waitpid although its child holds the pipe: long before 20 s.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  const auto r = report();
+  ASSERT_EQ(r.results.size(), 8u);  // 4 ops x 2 checks, float64: a complete report
+  for (const char* op : {"hostile::garbage", "hostile::forge"}) {
+    for (const auto& c : r.results) {
+      if (c.op != op) continue;
+      EXPECT_EQ(c.outcome, Outcome::crashed) << op << " " << c.check << ": " << c.message;
+      EXPECT_NE(c.message.find("protocol error"), std::string::npos) << c.message;
+    }
+  }
+  for (const auto& [check, o] : outcomes_of(r, "hostile::orphan")) EXPECT_EQ(o, Outcome::crashed) << check;
+  // The forged "passed ... forged" for hostile::flood did not become its result.
+  for (const auto& c : r.results)
+    if (c.op == "hostile::flood") {
+      EXPECT_EQ(c.outcome, Outcome::passed) << c.check << ": " << c.message;
+    }
+  for (const auto& c : r.results) EXPECT_NE(c.message, "forged");
+  EXPECT_EQ(out.find("FFFFFFFF"), std::string::npos) << "the flood reached opconform's stdout";
+  // The orphan's children died with their worker's process group: gone, or a zombie waiting for
+  // init to reap it (kill(pid, 0) still finds those).
+  std::ifstream in(pids);
+  int pid = 0, children = 0;
+  while (in >> pid) {
+    ++children;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_field, comm, state;
+    if (stat >> pid_field >> comm >> state) EXPECT_EQ(state, "Z") << "child " << pid << " outlived the run";
+  }
+  EXPECT_GE(children, 1);
 }
 
 TEST_F(Cli, FailOnDecidesTheExitStatus) {

@@ -1,11 +1,15 @@
 // Isolated execution: cases run in worker processes forked from the harness, so a kernel that
 // crashes (a signal) or hangs (past the time-out) costs one check, not the run.
 //
-// Protocol (pipes, one line per message): the harness sends "<case index> <first check index>";
-// a worker replies "S <check index>" as each check starts, "R <json result>" as each result is
-// known, and "D" when the case is done. A worker that dies mid-check gets that check reported `crashed` (with
-// the signal); one silent past the time-out on a check is killed and the check `timed_out`.
-// Either way a fresh worker continues with the case's next check. Healthy workers are reused.
+// Protocol: the harness sends "<case index> <first check index>" lines; a worker replies in
+// frames (worker_frames.h) on a pipe at a high fd: "S <check index>" as each check starts, "R
+// <json result>" as each result is known, and "D" when the case is done. The channel is
+// untrusted (Note [The worker channel is untrusted] in worker_pool.cpp): a malformed or forged
+// message makes the running check `crashed` ("protocol error") and replaces the worker. A worker
+// that dies mid-check gets that check reported `crashed` (with the signal; death is seen by
+// waitpid); one silent past the time-out on a check is killed, with its process group, and the
+// check `timed_out`. Either way a fresh worker continues with the case's next check. Healthy
+// workers are reused.
 #pragma once
 #include <functional>
 #include <string>
