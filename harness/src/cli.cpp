@@ -106,6 +106,8 @@ struct RunFlags {
     app.add_option("--timeout", request.timeout_s, "Seconds a check may run in a worker before it is timed_out")
         ->capture_default_str()
         ->check(kSeconds);
+    app.add_flag("--keep-going-after-hang", request.keep_going_after_hang,
+                 "After a check timed out, run the case's remaining checks too (default: skipped, saying why)");
     app.add_option("--report-dir", request.report_dir,
                    "Where report.json, junit.xml, report.md and report.html go")
         ->capture_default_str();

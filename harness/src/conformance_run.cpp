@@ -222,7 +222,7 @@ RunOutcome run_conformance(const RunRequest& request) {
           on_result);
     };
     auto repro = [&](const reports::CaseResult& r) { return repro_line(repro_prefix, r, request.plan.seed.value_or(0)); };
-    run_isolated(cases, run, {request.jobs, request.timeout_s, repro}, finished);
+    run_isolated(cases, run, {request.jobs, request.timeout_s, request.keep_going_after_hang, repro}, finished);
   }
   for (auto& results : by_case)
     for (auto& r : results) report.results.push_back(std::move(r));

@@ -234,6 +234,20 @@ class Pool {
     if (!w.stderr_tail.empty()) r.message += "; its last output on stderr: " + w.stderr_tail;
     if (options_.repro) r.repro = options_.repro(r);
     results[check] = r;
+    // A kernel that hung once usually hangs again: the case's other checks would each cost the
+    // whole time-out (21 of them for one op). They are skipped, saying why, unless asked for.
+    if (outcome == conformance::Outcome::timed_out && !options_.keep_going_after_hang) {
+      for (size_t k = check + 1; k < c.checks.size(); ++k) {
+        CaseResult skipped;
+        skipped.op = c.op, skipped.check = c.checks[k], skipped.device = c.device, skipped.dtype = c.dtype;
+        skipped.outcome = conformance::Outcome::skipped;
+        skipped.message = "not run: an earlier check of this case (" + c.checks[check] +
+                          ") hung past the time-out; --keep-going-after-hang runs the rest";
+        results[k] = skipped;
+      }
+      complete(w.case_index);
+      return;
+    }
     if (check + 1 < c.checks.size()) {
       pending_.emplace_front(w.case_index, check + 1);
     } else {

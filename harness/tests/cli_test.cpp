@@ -79,8 +79,15 @@ TEST_F(Cli, CrashesAndHangsAreResultsAndTheRunCompletes) {
   for (const auto& [check, o] : twice) EXPECT_EQ(o, Outcome::passed) << check;
   ASSERT_EQ(crash.size(), 3u);
   for (const auto& [check, o] : crash) EXPECT_EQ(o, Outcome::crashed) << check;
+  // The first check hangs; the case's others are skipped rather than costing a time-out each.
   ASSERT_EQ(hang.size(), 3u);
-  for (const auto& [check, o] : hang) EXPECT_EQ(o, Outcome::timed_out) << check;
+  EXPECT_EQ(hang["test_schema"], Outcome::timed_out);
+  for (const auto& c : r.results) {
+    if (c.op == "fixture::hang" && c.check != "test_schema") {
+      EXPECT_EQ(c.outcome, Outcome::skipped) << c.check;
+      EXPECT_NE(c.message.find("an earlier check of this case (test_schema) hung"), std::string::npos) << c.message;
+    }
+  }
   for (const auto& c : r.results) {
     if (c.outcome == Outcome::crashed) {
       EXPECT_NE(c.message.find("SIGSEGV"), std::string::npos) << c.message;
@@ -127,9 +134,20 @@ TEST_F(Cli, AHostileLibraryCannotForgeResultsOrOutliveTheRun) {
     ++children;
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
     std::string pid_field, comm, state;
-    if (stat >> pid_field >> comm >> state) EXPECT_EQ(state, "Z") << "child " << pid << " outlived the run";
+    if (stat >> pid_field >> comm >> state) {
+      EXPECT_EQ(state, "Z") << "child " << pid << " outlived the run";
+    }
   }
   EXPECT_GE(children, 1);
+}
+
+TEST_F(Cli, KeepGoingAfterHangRunsEveryCheckOfAHungCase) {
+  EXPECT_EQ(run({"check", "--library", OPCONFORM_MISBEHAVING_PLUGIN, "--ops", "fixture::hang", "--samples", "2",
+                 "--jobs", "2", "--timeout", "1", "--checks", "test_schema,determinism", "--keep-going-after-hang"}),
+            1);
+  const auto hang = outcomes_of(report(), "fixture::hang");
+  ASSERT_EQ(hang.size(), 2u);
+  for (const auto& [check, o] : hang) EXPECT_EQ(o, Outcome::timed_out) << check;
 }
 
 TEST_F(Cli, FailOnDecidesTheExitStatus) {

@@ -17,6 +17,7 @@ struct RunRequest {
   PlanOptions plan;
   int jobs = 1;                    // worker processes; 0: run in this process (no isolation)
   double timeout_s = 60;           // per check, in workers
+  bool keep_going_after_hang = false;  // WorkerOptions::keep_going_after_hang
   std::string report_dir = "opconform-report";  // default place of the four report files
   std::optional<std::string> json, junit, markdown, html;  // explicit paths ("" = do not write)
   bool write_reports = true;

@@ -23,6 +23,8 @@ namespace opconform::harness {
 struct WorkerOptions {
   int jobs = 1;              // worker processes
   double timeout_s = 60;     // per check
+  // After a check timed out, run the case's remaining checks too (default: they are skipped).
+  bool keep_going_after_hang = false;
   // The repro line of a result the harness makes itself (crashed, timed_out).
   std::function<std::string(const reports::CaseResult&)> repro;
 };
