@@ -25,6 +25,17 @@ if(NOT OPCONFORM_TORCH STREQUAL "OFF")
 endif()
 message(STATUS "opconform: libtorch ${OPCONFORM_HAVE_TORCH}")
 
+# The workers' system-call filter (harness/src/worker_sandbox.cpp); without it that layer is off
+# and the run says so.
+find_library(OPCONFORM_SECCOMP_LIBRARY seccomp)
+find_path(OPCONFORM_SECCOMP_INCLUDE seccomp.h)
+if(OPCONFORM_SECCOMP_LIBRARY AND OPCONFORM_SECCOMP_INCLUDE)
+  set(OPCONFORM_HAVE_SECCOMP ON)
+else()
+  set(OPCONFORM_HAVE_SECCOMP OFF)
+endif()
+message(STATUS "opconform: libseccomp ${OPCONFORM_HAVE_SECCOMP}")
+
 # The report writers (JSON) and the command-line program.
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)

@@ -8,6 +8,7 @@ packages=(
   build-essential g++-12 cmake ninja-build git pkg-config ca-certificates
   libgtest-dev libgmock-dev librapidcheck-dev libdlpack-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
+  libseccomp-dev  # the workers' system-call filter (harness/src/worker_sandbox.cpp)
   clang-14 libclang-rt-14-dev
   chromium  # headless, for the HTML report test (reports/tests/html_chromium_test.cpp)
 )

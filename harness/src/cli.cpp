@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 
 #include "opconform/adapters/loader.h"
 #include "opconform/conformance/check.h"
@@ -78,6 +79,7 @@ struct RunFlags {
   std::string ops = "*", checks, devices = "cpu", dtypes, shard, fail_on;
   std::optional<uint64_t> seed;
   int jobs = -1;
+  std::optional<int64_t> memory_limit_mib;
 
   void add_to(CLI::App& app) {
     app.add_option("--ops", ops, "Operators to check: a glob over qualified names, e.g. 'aten::add*'")
@@ -106,6 +108,13 @@ struct RunFlags {
     app.add_option("--timeout", request.timeout_s, "Seconds a check may run in a worker before it is timed_out")
         ->capture_default_str()
         ->check(kSeconds);
+    app.add_option("--pass-env", request.sandbox.pass_env,
+                   "An environment variable the workers keep (repeatable); they keep only PATH, HOME, locale, temp and "
+                   "library paths, CUDA_*, OPCONFORM_* and sanitizer options otherwise");
+    app.add_option("--memory-limit", memory_limit_mib,
+                   "MiB of address space a worker may use (default: half the machine's memory; 0: no limit; "
+                   "off by default under AddressSanitizer and with --device cuda, which reserve address space)")
+        ->check(CLI::Range(0, 1 << 30));
     app.add_flag("--keep-going-after-hang", request.keep_going_after_hang,
                  "After a check timed out, run the case's remaining checks too (default: skipped, saying why)");
     app.add_option("--report-dir", request.report_dir,
@@ -122,6 +131,21 @@ struct RunFlags {
                    "to fail on ops without a backward)");
   }
 
+  // RLIMIT_AS for workers: --memory-limit, else half the machine's memory, except where address
+  // space is reserved far beyond use (AddressSanitizer's shadow, the CUDA runtime).
+  std::optional<uint64_t> memory_limit(const std::vector<std::string>& devices) const {
+    if (memory_limit_mib) return *memory_limit_mib == 0 ? std::nullopt : std::optional<uint64_t>(uint64_t(*memory_limit_mib) << 20);
+#if defined(__SANITIZE_ADDRESS__)
+    return std::nullopt;
+#else
+    for (const auto& d : devices)
+      if (d == "cuda") return std::nullopt;
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return std::nullopt;
+    return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
+#endif
+  }
+
   // Fills the request from the parsed flags; throws opconform::Error for bad values.
   RunRequest finish(const std::vector<std::string>& args) {
     RunRequest r = request;
@@ -136,6 +160,7 @@ struct RunFlags {
       r.plan.shard = *s;
     }
     r.jobs = jobs >= 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    r.sandbox.memory_limit = memory_limit(r.plan.devices);
     if (!fail_on.empty()) r.fail_on = reports::parse_fail_policy(fail_on);
     r.command = join(args);
     return r;

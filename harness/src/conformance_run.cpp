@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -118,8 +119,20 @@ void print_verbose(const std::vector<reports::CaseResult>& results) {
 
 }  // namespace
 
+namespace {
+// While a library runs in workers, the harness is not dumpable: a process of the same user (a
+// worker) cannot ptrace it or read its /proc/<pid>/mem or environ (Note [The worker sandbox]).
+struct NotDumpable {
+  int previous = ::prctl(PR_GET_DUMPABLE);
+  NotDumpable() { ::prctl(PR_SET_DUMPABLE, 0); }
+  ~NotDumpable() { ::prctl(PR_SET_DUMPABLE, previous > 0 ? previous : 1); }
+};
+}  // namespace
+
 RunOutcome run_conformance(const RunRequest& request) {
   const auto start = std::chrono::steady_clock::now();
+  std::optional<NotDumpable> not_dumpable;
+  if (!request.library.empty() && request.jobs > 0) not_dumpable.emplace();
   RunOutcome outcome;
   reports::Report& report = outcome.report;
   report.info.tool_version = OPCONFORM_VERSION;
@@ -188,6 +201,8 @@ RunOutcome run_conformance(const RunRequest& request) {
   reports::ConsoleListener console(stderr, console_options);
   reports::Listeners listeners;
   listeners.add(console);
+  // Which sandbox layers the workers get on this machine, once, for the header and the report.
+  if (request.jobs > 0) report.info.sandbox = describe_layers(probe_sandbox(request.sandbox), request.sandbox);
   listeners.on_run_start(report.info, cases.size());
   if (!load_results.empty()) {
     listeners.on_case_done(load_results, 0, cases.size());
@@ -222,7 +237,7 @@ RunOutcome run_conformance(const RunRequest& request) {
           on_result);
     };
     auto repro = [&](const reports::CaseResult& r) { return repro_line(repro_prefix, r, request.plan.seed.value_or(0)); };
-    run_isolated(cases, run, {request.jobs, request.timeout_s, request.keep_going_after_hang, repro}, finished);
+    run_isolated(cases, run, {request.jobs, request.timeout_s, request.keep_going_after_hang, request.sandbox, repro}, finished);
   }
   for (auto& results : by_case)
     for (auto& r : results) report.results.push_back(std::move(r));

@@ -147,10 +147,7 @@ class Pool {
       // A worker dies with the harness (a killed CI job leaves no kernel spinning).
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) _exit(0);
-      ::setpgid(0, 0);                        // its own group: what a kernel forks dies with it
-      ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);  // no setuid program gains anything from a kernel
-      const rlimit no_core{0, 0};
-      ::setrlimit(RLIMIT_CORE, &no_core);
+      enter_sandbox(options_.sandbox, parent);  // Note [The worker sandbox]; the run reports its layers
       ::close(req[1]), ::close(rep[0]), ::close(err[0]);
       // The channel on high fds, where a kernel writing to "its" fd 1, 2 or 3 does not land.
       const int requests = ::fcntl(req[0], F_DUPFD_CLOEXEC, 900), replies = ::fcntl(rep[1], F_DUPFD_CLOEXEC, 900);

@@ -2,6 +2,9 @@
 // crash and hang isolation, shards and merge, repro lines, list, doctor, usage errors.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -102,8 +105,9 @@ TEST_F(Cli, AHostileLibraryCannotForgeResultsOrOutliveTheRun) {
   ::setenv("HOSTILE_PID_FILE", pids.c_str(), 1);
   testing::internal::CaptureStdout();
   const auto start = std::chrono::steady_clock::now();
-  const int status = run({"check", "--library", OPCONFORM_HOSTILE_CHANNEL_PLUGIN, "--samples", "2", "--jobs", "2",
-                          "--timeout", "20", "--checks", "test_schema,determinism"});
+  const int status = run({"check", "--library", OPCONFORM_HOSTILE_CHANNEL_PLUGIN, "--ops", "hostile::[gfo]*", "--samples", "2",
+                          "--jobs", "2", "--timeout", "20", "--checks", "test_schema,determinism", "--pass-env",
+                          "HOSTILE_PID_FILE"});
   const std::string out = testing::internal::GetCapturedStdout();
   ::unsetenv("HOSTILE_PID_FILE");
   EXPECT_EQ(status, 1);
@@ -139,6 +143,45 @@ TEST_F(Cli, AHostileLibraryCannotForgeResultsOrOutliveTheRun) {
     }
   }
   EXPECT_GE(children, 1);
+}
+
+// Note [The worker sandbox]: each op fails if the layer meant to stop it did not.
+TEST_F(Cli, WorkersHaveNoNetworkNoSecretsAndCannotSignalTheHarness) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  ::setenv("HOSTILE_PORT", std::to_string(ntohs(a.sin_port)).c_str(), 1);
+  ::setenv("HOSTILE_SECRET", "s3cr3t-t0ken-xyz", 1);
+  const int status = run({"check", "--library", OPCONFORM_HOSTILE_CHANNEL_PLUGIN, "--ops", "hostile::[nspm]*", "--samples",
+                          "2", "--jobs", "2", "--checks", "test_schema", "--pass-env", "HOSTILE_PORT", "--memory-limit",
+                          "1024"});
+  ::unsetenv("HOSTILE_SECRET");
+  ::unsetenv("HOSTILE_PORT");
+  ::close(listener);
+  const auto r = report();
+#if defined(OPCONFORM_WITH_SECCOMP)
+  EXPECT_NE(r.info.sandbox.find("seccomp (no network"), std::string::npos) << r.info.sandbox;
+  for (const char* op : {"hostile::network", "hostile::parent"})
+    for (const auto& [check, o] : outcomes_of(r, op)) EXPECT_EQ(o, Outcome::passed) << op << " " << check;
+#endif
+  EXPECT_NE(r.info.sandbox.find("scrubbed environment"), std::string::npos) << r.info.sandbox;
+  for (const auto& [check, o] : outcomes_of(r, "hostile::secret")) EXPECT_EQ(o, Outcome::passed) << check;
+#if !defined(__SANITIZE_ADDRESS__)
+  for (const auto& c : r.results) {
+    if (c.op != "hostile::memory") continue;
+    EXPECT_EQ(c.outcome, Outcome::failed) << c.message;
+    EXPECT_NE(c.message.find("out of memory (3 GiB refused)"), std::string::npos) << c.message;
+  }
+  EXPECT_EQ(status, 1);  // memory's failure
+#else
+  (void)status;
+#endif
 }
 
 TEST_F(Cli, KeepGoingAfterHangRunsEveryCheckOfAHungCase) {

@@ -100,6 +100,7 @@ void ConsoleListener::on_run_start(const RunInfo& info, size_t total_cases) {
   if (info.samples > 0) line += ", " + std::to_string(info.samples) + " samples each";
   if (!info.shard.empty()) line += " (shard " + detail::one_line_text(info.shard) + ")";
   std::fprintf(out_, "%s\n", line.c_str());
+  if (!info.sandbox.empty()) std::fprintf(out_, "Workers: %s\n", info.sandbox.c_str());
   std::fflush(out_);
 }
 

@@ -87,6 +87,7 @@ RunInfo read_info(const Json& j, const std::string& path) {
   } else {
     info.fail_on = FailPolicy{FailPolicy{}.outcomes, false};
   }
+  if (j.contains("sandbox")) info.sandbox = string_field(j, "sandbox", path);  // older reports have none
   return info;
 }
 
@@ -150,7 +151,7 @@ std::string to_json(const Report& report) {
   OrderedJson info = {{"tool_version", i.tool_version}, {"library", i.library}, {"library_path", i.library_path},
                       {"against", i.against},           {"command", i.command}, {"started_at", i.started_at},
                       {"seed", i.seed},                 {"samples", i.samples}, {"shard", i.shard},
-                      {"fail_on", to_string(i.fail_on)}};
+                      {"fail_on", to_string(i.fail_on)}, {"sandbox", i.sandbox}};
   OrderedJson summary = OrderedJson::object();
   for (Outcome o : detail::all_outcomes()) summary[std::string(conformance::to_string(o))] = report.count(o);
   const auto untested = untested_cases(report);

@@ -2,6 +2,7 @@
 // plan the cases, run them (isolated in workers, or in this process), tell the listeners, write
 // the report files atomically. `opconform run`, `check` and `repro` are this with other defaults.
 #pragma once
+#include "opconform/harness/worker_sandbox.h"
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@ struct RunRequest {
   int jobs = 1;                    // worker processes; 0: run in this process (no isolation)
   double timeout_s = 60;           // per check, in workers
   bool keep_going_after_hang = false;  // WorkerOptions::keep_going_after_hang
+  SandboxOptions sandbox;               // WorkerOptions::sandbox
   std::string report_dir = "opconform-report";  // default place of the four report files
   std::optional<std::string> json, junit, markdown, html;  // explicit paths ("" = do not write)
   bool write_reports = true;

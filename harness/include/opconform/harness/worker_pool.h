@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "opconform/harness/plan.h"
+#include "opconform/harness/worker_sandbox.h"
 #include "opconform/reports/report.h"
 
 namespace opconform::harness {
@@ -25,6 +26,7 @@ struct WorkerOptions {
   double timeout_s = 60;     // per check
   // After a check timed out, run the case's remaining checks too (default: they are skipped).
   bool keep_going_after_hang = false;
+  SandboxOptions sandbox;  // what each worker enters (worker_sandbox.h)
   // The repro line of a result the harness makes itself (crashed, timed_out).
   std::function<std::string(const reports::CaseResult&)> repro;
 };

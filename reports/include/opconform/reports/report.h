@@ -57,6 +57,9 @@ struct RunInfo {
   int samples = 0;                  // generated samples per case and check
   std::string shard;                // "2/4", or "" when the run was not sharded (merge: "merged")
   FailPolicy fail_on;               // what fails this run (--fail-on)
+  // The worker sandbox's active layers, in words ("" when nothing ran in workers: --jobs 0, or
+  // the bundled reference in this process).
+  std::string sandbox;
   bool operator==(const RunInfo&) const = default;
 };
 

@@ -1,0 +1,44 @@
+// The worker sandbox: the layers a worker process enters before it runs the library under test
+// (Note [The worker sandbox] in worker_sandbox.cpp; harness/README.md has the threat model).
+// Each layer is tried on its own; one the machine refuses is left out and the run says which
+// layers were active (RunInfo::sandbox).
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace opconform::harness {
+
+struct SandboxOptions {
+  std::vector<std::string> pass_env;      // environment variables kept besides the defaults
+  std::optional<uint64_t> memory_limit;   // bytes of address space (RLIMIT_AS); nullopt: none
+  uint64_t file_size_limit = uint64_t{4} << 30;  // RLIMIT_FSIZE: a kernel cannot fill the disk
+};
+
+enum SandboxLayer : unsigned {
+  kLayerProcessGroup = 1u << 0,
+  kLayerNoNewPrivs = 1u << 1,
+  kLayerLimits = 1u << 2,       // core dumps off, file size, memory when asked
+  kLayerEnvironment = 1u << 3,  // scrubbed, the initial block overwritten
+  kLayerSeccomp = 1u << 4,      // no network, no ptrace, no signals to the harness
+};
+
+// In the worker, after fork: enters every layer it can; returns those that took effect. Never
+// throws (a child of fork). `harness` is the harness's pid (its group id too).
+unsigned enter_sandbox(const SandboxOptions& options, pid_t harness);
+
+// What the layers are, in words ("process group, no new privileges, ..."), for the report.
+std::string describe_layers(unsigned layers, const SandboxOptions& options);
+
+// The layers a worker gets on this machine: a child enters the sandbox and reports back
+// (about a millisecond).
+unsigned probe_sandbox(const SandboxOptions& options);
+
+// The variables a worker keeps without --pass-env (PATH, HOME, locale, temp, library paths,
+// CUDA_*, OPCONFORM_*, sanitizer options).
+bool kept_by_default(const std::string& name);
+
+}  // namespace opconform::harness

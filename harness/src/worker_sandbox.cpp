@@ -1,0 +1,194 @@
+// Note [The worker sandbox]: what a worker process enters before it runs the library under test.
+// Each layer is a well-kept mechanism of the kernel, tried on its own; none is required:
+//   - its own process group (the pool kills the group, so what a kernel forks dies with it);
+//   - PR_SET_NO_NEW_PRIVS (a setuid program gains nothing; also what seccomp needs);
+//   - rlimits: no core dumps, files up to 4 GiB, address space up to --memory-limit;
+//   - a scrubbed environment: only kept_by_default() names and --pass-env ones remain, and the
+//     process's initial environment block (what /proc/self/environ shows, which a fork keeps)
+//     is overwritten, so a kernel cannot read the CI's tokens;
+//   - a seccomp filter (libseccomp): no sockets but AF_UNIX (no network), no ptrace or
+//     process_vm_readv/writev, no signals to the harness (kill, tgkill, rt_sigqueueinfo,
+//     pidfd_open of its pid, its group, or -1).
+// The harness itself is made non-dumpable (conformance_run.cpp), so a process of the same user
+// cannot read its /proc/<pid>/mem or environ. Not covered: a root worker still reads what root
+// reads (a user namespace would be needed), and the report folder is reachable by path (the
+// harness writes it only at the end, through a fresh temporary file and a rename).
+#include "opconform/harness/worker_sandbox.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#if defined(OPCONFORM_WITH_SECCOMP)
+#include <seccomp.h>
+#endif
+
+extern char** environ;
+
+namespace opconform::harness {
+namespace {
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+bool limits(const SandboxOptions& options) {
+  bool ok = true;
+  const rlimit no_core{0, 0};
+  ok = ::setrlimit(RLIMIT_CORE, &no_core) == 0 && ok;
+  const rlimit fsize{options.file_size_limit, options.file_size_limit};
+  ok = ::setrlimit(RLIMIT_FSIZE, &fsize) == 0 && ok;
+  if (options.memory_limit) {
+    const rlimit as{*options.memory_limit, *options.memory_limit};
+    ok = ::setrlimit(RLIMIT_AS, &as) == 0 && ok;
+  }
+  return ok;
+}
+
+// The process's initial environment block: fields 50 and 51 of /proc/self/stat (Linux >= 3.5).
+bool initial_environment_block(uintptr_t& start, uintptr_t& end) {
+  std::ifstream in("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return false;
+  std::istringstream fields(stat.substr(paren + 2));
+  std::string field;
+  for (int k = 3; fields >> field; ++k) {
+    if (k == 50) start = std::strtoull(field.c_str(), nullptr, 10);
+    if (k == 51) {
+      end = std::strtoull(field.c_str(), nullptr, 10);
+      return start != 0 && end > start;
+    }
+  }
+  return false;
+}
+
+bool scrub_environment(const SandboxOptions& options) {
+  std::vector<std::pair<std::string, std::string>> kept;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string name = entry.substr(0, eq);
+    bool keep = kept_by_default(name);
+    for (const auto& p : options.pass_env) keep = keep || p == name;
+    if (keep) kept.emplace_back(name, entry.substr(eq + 1));
+  }
+  uintptr_t start = 0, end = 0;
+  const bool block = initial_environment_block(start, end);
+  // Every string environ points to, and the initial block (setenv may have moved strings away
+  // from it, leaving the originals there).
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) std::memset(*e, 0, std::strlen(*e));
+  if (block) std::memset(reinterpret_cast<void*>(start), 0, end - start);
+  if (::clearenv() != 0) return false;
+  for (const auto& [name, value] : kept) ::setenv(name.c_str(), value.c_str(), 1);
+  return block;
+}
+
+bool seccomp_filter(pid_t harness) {
+#if defined(OPCONFORM_WITH_SECCOMP)
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (ctx == nullptr) return false;
+  bool ok = true;
+  auto deny = [&](int syscall, int error, unsigned count, const scmp_arg_cmp* cmp) {
+    if (syscall < 0) return;  // not on this architecture
+    ok = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(error), syscall, count, cmp) == 0 && ok;
+  };
+  const scmp_arg_cmp not_unix = SCMP_A0(SCMP_CMP_NE, AF_UNIX);
+  deny(SCMP_SYS(socket), EACCES, 1, &not_unix);
+  for (int sys : {SCMP_SYS(ptrace), SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev)}) deny(sys, EPERM, 0, nullptr);
+  // pid arguments are ints: compare the low 32 bits only (the upper half of the register is not
+  // defined for an int argument).
+  const uint32_t targets[] = {static_cast<uint32_t>(harness), static_cast<uint32_t>(-harness), static_cast<uint32_t>(-1)};
+  for (uint32_t target : targets) {
+    const scmp_arg_cmp is_target = SCMP_A0(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, target);
+    for (int sys : {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(rt_sigqueueinfo), SCMP_SYS(rt_tgsigqueueinfo),
+                    SCMP_SYS(pidfd_open)})
+      deny(sys, EPERM, 1, &is_target);
+  }
+  ok = ok && seccomp_load(ctx) == 0;
+  seccomp_release(ctx);
+  return ok;
+#else
+  (void)harness;
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool kept_by_default(const std::string& name) {
+  static const char* const exact[] = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH",
+                                      "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "OMP_NUM_THREADS", "NO_COLOR"};
+  for (const char* e : exact)
+    if (name == e) return true;
+  return starts_with(name, "LC_") || starts_with(name, "CUDA_") || starts_with(name, "NVIDIA_") ||
+         starts_with(name, "OPCONFORM_");
+}
+
+unsigned enter_sandbox(const SandboxOptions& options, pid_t harness) {
+  unsigned layers = 0;
+  if (::setpgid(0, 0) == 0 || ::getpgrp() == ::getpid()) layers |= kLayerProcessGroup;
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0) layers |= kLayerNoNewPrivs;
+  if (limits(options)) layers |= kLayerLimits;
+  try {
+    if (scrub_environment(options)) layers |= kLayerEnvironment;
+  } catch (...) {  // out of memory copying the kept variables: that layer is off
+  }
+  if ((layers & kLayerNoNewPrivs) != 0 && seccomp_filter(harness)) layers |= kLayerSeccomp;
+  return layers;
+}
+
+std::string describe_layers(unsigned layers, const SandboxOptions& options) {
+  std::string out;
+  auto add = [&](unsigned layer, const std::string& on, const std::string& off) {
+    out += (out.empty() ? "" : ", ") + ((layers & layer) != 0 ? on : off);
+  };
+  add(kLayerProcessGroup, "process group", "NO process group");
+  add(kLayerNoNewPrivs, "no new privileges", "new privileges POSSIBLE");
+  add(kLayerLimits,
+      "limits (no core, files <= " + std::to_string(options.file_size_limit >> 20) + " MiB" +
+          (options.memory_limit ? ", memory <= " + std::to_string(*options.memory_limit >> 20) + " MiB" : "") + ")",
+      "NO limits");
+  add(kLayerEnvironment, "scrubbed environment", "environment NOT scrubbed");
+  add(kLayerSeccomp, "seccomp (no network, no ptrace, no signals to the harness)", "NO seccomp filter");
+  return out;
+}
+
+unsigned probe_sandbox(const SandboxOptions& options) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return 0;
+  std::fflush(nullptr);
+  const pid_t harness = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]), ::close(fds[1]);
+    return 0;
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    const unsigned layers = enter_sandbox(options, harness);
+    ssize_t ignored = ::write(fds[1], &layers, sizeof layers);
+    (void)ignored;
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  unsigned layers = 0;
+  if (::read(fds[0], &layers, sizeof layers) != static_cast<ssize_t>(sizeof layers)) layers = 0;
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return layers;
+}
+
+}  // namespace opconform::harness
