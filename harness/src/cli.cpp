@@ -170,6 +170,7 @@ struct RunFlags {
 // 1 when a result has an outcome of --fail-on, or the library could not be loaded at all
 // (whatever --fail-on says); 2 when the filters matched nothing (a typo must not pass CI).
 int exit_status(const RunOutcome& run, const RunRequest& request) {
+  if (run.stop_signal != 0) return 128 + run.stop_signal;  // the shell's convention for a signal
   if (run.load_failed || reports::fails(run.report)) return 1;
   if (run.planned_cases == 0) {
     std::cerr << "opconform: no case matches --ops '" << request.plan.ops << "'"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -120,6 +121,28 @@ void print_verbose(const std::vector<reports::CaseResult>& results) {
 }  // namespace
 
 namespace {
+// SIGINT and SIGTERM stop the run where it is: the cases that finished are reported, marked
+// interrupted (a partial report fails), instead of the process dying with no report at all.
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int signal) { g_stop_signal = signal; }
+
+struct StopSignals {
+  struct sigaction previous_int {}, previous_term {};
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGINT, &action, &previous_int);  // no SA_RESTART: poll returns at once
+    ::sigaction(SIGTERM, &action, &previous_term);
+  }
+  ~StopSignals() {
+    ::sigaction(SIGINT, &previous_int, nullptr);
+    ::sigaction(SIGTERM, &previous_term, nullptr);
+  }
+  static bool stopped() { return g_stop_signal != 0; }
+};
+
 // While a library runs in workers, the harness is not dumpable: a process of the same user (a
 // worker) cannot ptrace it or read its /proc/<pid>/mem or environ (Note [The worker sandbox]).
 struct NotDumpable {
@@ -221,8 +244,10 @@ RunOutcome run_conformance(const RunRequest& request) {
     listeners.on_case_done(results, ++done, cases.size());
     by_case[index] = std::move(results);
   };
+  StopSignals stop_signals;
   if (request.jobs == 0) {
-    for (size_t i = 0; i < cases.size(); ++i) finished(i, run_case(context, cases[i], cases[i].checks));
+    for (size_t i = 0; i < cases.size() && !StopSignals::stopped(); ++i)
+      finished(i, run_case(context, cases[i], cases[i].checks));
   } else {
     CaseFunction run = [&](size_t index, size_t first_check, const std::function<void(size_t)>& on_check_start,
                            const std::function<void(const reports::CaseResult&)>& on_result) {
@@ -237,8 +262,15 @@ RunOutcome run_conformance(const RunRequest& request) {
           on_result);
     };
     auto repro = [&](const reports::CaseResult& r) { return repro_line(repro_prefix, r, request.plan.seed.value_or(0)); };
-    run_isolated(cases, run, {request.jobs, request.timeout_s, request.keep_going_after_hang, request.sandbox, repro}, finished);
+    WorkerOptions options;
+    options.jobs = request.jobs, options.timeout_s = request.timeout_s;
+    options.keep_going_after_hang = request.keep_going_after_hang, options.sandbox = request.sandbox;
+    options.repro = repro;
+    options.stop = [] { return StopSignals::stopped(); };
+    run_isolated(cases, run, options, finished);
   }
+  outcome.stop_signal = g_stop_signal;
+  report.info.interrupted = outcome.stop_signal != 0;
   for (auto& results : by_case)
     for (auto& r : results) report.results.push_back(std::move(r));
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -108,6 +108,7 @@ class Pool {
     const size_t n = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(std::max(1, options_.jobs)), cases_.size()));
     workers_.resize(n);
     while (finished_ < cases_.size()) {
+      if (options_.stop && options_.stop()) break;  // interrupted: the destructor kills the workers
       for (auto& w : workers_) {
         if (w.busy || pending_.empty()) continue;
         auto [case_index, first] = pending_.front();
@@ -126,7 +127,9 @@ class Pool {
       }
       wait_for_events();
     }
-    for (auto& w : workers_) reap(w, false);
+    // Done: idle workers end when their pipe closes; stopped: busy ones are killed too.
+    const bool stopped = finished_ < cases_.size();
+    for (auto& w : workers_) reap(w, stopped);
   }
 
  private:

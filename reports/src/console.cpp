@@ -220,7 +220,8 @@ void ConsoleListener::on_run_end(const Report& report) {
                counts.c_str());
   print_untested(report);
   print_inference_only(report);
-  const bool failed = fails(report, options_.fail_on);
+  if (report.info.interrupted) std::fprintf(out_, "INTERRUPTED: the run was stopped before every case ran; this report is partial\n");
+  const bool failed = report.info.interrupted || fails(report, options_.fail_on);
   std::fprintf(out_, "%s\n",
                failed ? paint("FAIL", kRed, options_.color).c_str() : paint("PASS", color_of(Outcome::passed), options_.color).c_str());
   std::fflush(out_);

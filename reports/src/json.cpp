@@ -88,6 +88,10 @@ RunInfo read_info(const Json& j, const std::string& path) {
     info.fail_on = FailPolicy{FailPolicy{}.outcomes, false};
   }
   if (j.contains("sandbox")) info.sandbox = string_field(j, "sandbox", path);  // older reports have none
+  if (j.contains("interrupted")) {
+    if (!j.at("interrupted").is_boolean()) fail(join(path, "interrupted"), "expected true or false");
+    info.interrupted = j.at("interrupted").get<bool>();
+  }
   return info;
 }
 
@@ -151,7 +155,8 @@ std::string to_json(const Report& report) {
   OrderedJson info = {{"tool_version", i.tool_version}, {"library", i.library}, {"library_path", i.library_path},
                       {"against", i.against},           {"command", i.command}, {"started_at", i.started_at},
                       {"seed", i.seed},                 {"samples", i.samples}, {"shard", i.shard},
-                      {"fail_on", to_string(i.fail_on)}, {"sandbox", i.sandbox}};
+                      {"fail_on", to_string(i.fail_on)}, {"sandbox", i.sandbox},
+                      {"interrupted", i.interrupted}};
   OrderedJson summary = OrderedJson::object();
   for (Outcome o : detail::all_outcomes()) summary[std::string(conformance::to_string(o))] = report.count(o);
   const auto untested = untested_cases(report);

@@ -97,6 +97,11 @@ Entry entry_of(const UntestedCase& c, const FailPolicy& policy) {
           policy.untested ? Kind::failure : Kind::skipped, 0};
 }
 
+Entry interrupted_entry() {
+  return {"interrupted", "opconform", "interrupted", "the run was stopped before every case ran",
+          "SIGINT or SIGTERM stopped the run; this report holds only the cases that finished", Kind::failure, 0};
+}
+
 void write_case(std::ostringstream& out, const Entry& e) {
   out << "    <testcase name=\"" << attr(e.name) << "\" classname=\"" << attr(e.classname) << "\" time=\""
       << detail::fixed(e.seconds, 3) << "\"";
@@ -128,6 +133,8 @@ std::string to_junit(const Report& report) {
   Counts total;
   for (const CaseResult& r : report.results) by_op[r.op].push_back(entry_of(r, policy));
   for (const UntestedCase& c : untested_cases(report)) by_op[c.op].push_back(entry_of(c, policy));
+  // An interrupted run fails (Note [JUnit agrees with the exit status]): one failing case says so.
+  if (report.info.interrupted) by_op["opconform"].push_back(interrupted_entry());
   for (const auto& [op, entries] : by_op)
     for (const Entry& e : entries) total.add(e);
   std::ostringstream out;

@@ -88,7 +88,7 @@ bool fails(const Report& report) { return fails(report, report.info.fail_on); }
 bool fails(const Report& report, const FailPolicy& policy) {
   const bool a_result_fails = std::any_of(report.results.begin(), report.results.end(),
                                           [&](const CaseResult& r) { return policy.fails_on(r.outcome); });
-  return a_result_fails || (policy.untested && !untested_cases(report).empty());
+  return report.info.interrupted || a_result_fails || (policy.untested && !untested_cases(report).empty());
 }
 
 Outcome parse_outcome(std::string_view name) {

@@ -32,6 +32,7 @@ struct RunOutcome {
   reports::Report report;    // also written to the files
   bool load_failed = false;  // the library could not be loaded at all
   size_t planned_cases = 0;  // cases this run (shard) planned: 0 means the filters matched nothing
+  int stop_signal = 0;       // SIGINT or SIGTERM when the run was interrupted (report.info.interrupted)
 };
 
 // Runs the request.

@@ -27,6 +27,8 @@ struct WorkerOptions {
   // After a check timed out, run the case's remaining checks too (default: they are skipped).
   bool keep_going_after_hang = false;
   SandboxOptions sandbox;  // what each worker enters (worker_sandbox.h)
+  // Asked between events: true stops the run (workers killed, unfinished cases left out).
+  std::function<bool()> stop;
   // The repro line of a result the harness makes itself (crashed, timed_out).
   std::function<std::string(const reports::CaseResult&)> repro;
 };

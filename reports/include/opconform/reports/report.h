@@ -60,6 +60,9 @@ struct RunInfo {
   // The worker sandbox's active layers, in words ("" when nothing ran in workers: --jobs 0, or
   // the bundled reference in this process).
   std::string sandbox;
+  // The run was stopped (SIGINT, SIGTERM) before every case ran: the report holds the cases that
+  // finished, and it fails whatever they say (an unfinished run is no pass).
+  bool interrupted = false;
   bool operator==(const RunInfo&) const = default;
 };
 
