@@ -113,7 +113,7 @@ struct RunFlags {
                    "library paths, CUDA_*, OPCONFORM_* and sanitizer options otherwise");
     app.add_option("--memory-limit", memory_limit_mib,
                    "MiB of address space a worker may use (default: half the machine's memory; 0: no limit; "
-                   "off by default under AddressSanitizer and with --device cuda, which reserve address space)")
+                   "off by default with --device cuda, and always in an AddressSanitizer build, which reserve address space)")
         ->check(CLI::Range(0, 1 << 30));
     app.add_flag("--keep-going-after-hang", request.keep_going_after_hang,
                  "After a check timed out, run the case's remaining checks too (default: skipped, saying why)");
@@ -134,10 +134,10 @@ struct RunFlags {
   // RLIMIT_AS for workers: --memory-limit, else half the machine's memory, except where address
   // space is reserved far beyond use (AddressSanitizer's shadow, the CUDA runtime).
   std::optional<uint64_t> memory_limit(const std::vector<std::string>& devices) const {
-    if (memory_limit_mib) return *memory_limit_mib == 0 ? std::nullopt : std::optional<uint64_t>(uint64_t(*memory_limit_mib) << 20);
 #if defined(__SANITIZE_ADDRESS__)
-    return std::nullopt;
+    return std::nullopt;  // the shadow memory needs terabytes of address space: any limit kills the worker
 #else
+    if (memory_limit_mib) return *memory_limit_mib == 0 ? std::nullopt : std::optional<uint64_t>(uint64_t(*memory_limit_mib) << 20);
     for (const auto& d : devices)
       if (d == "cuda") return std::nullopt;
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
