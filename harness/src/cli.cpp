@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fnmatch.h>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -365,7 +366,7 @@ int opconform_main(const std::vector<std::string>& args) {
   doctor->add_option("--library", doctor_library, "A plugin to examine instead of the reference");
 
   std::string repro_line;
-  auto* repro = app.add_subcommand("repro", "Replay one result from a report's repro line, in this process, verbosely");
+  auto* repro = app.add_subcommand("repro", "Replay one result from a report's repro line in a worker, verbosely (add --jobs 0 to the line to run it in this process)");
   repro->add_option("line", repro_line, "The repro line, e.g. \"opconform check --library x.so --ops aten::neg ...\"")
       ->required();
 
@@ -431,9 +432,12 @@ int opconform_main(const std::vector<std::string>& args) {
         std::cerr << "opconform repro: the line must be an 'opconform run' or 'opconform check' command\n";
         return 2;
       }
-      // In this process (a debugger can attach), every result printed, no report files.
-      for (const char* extra : {"--jobs", "0", "--json", "", "--junit", "", "--markdown", "", "--html", ""})
-        line.push_back(extra);
+      // In one worker, so that a crash is a result and not the end of opconform (add --jobs 0 to
+      // the line to run it in this process under a debugger); every result printed, no report files.
+      const bool in_process = std::find(line.begin(), line.end(), "--jobs") != line.end() ||
+                              std::find(line.begin(), line.end(), "-j") != line.end();
+      if (!in_process) line.insert(line.end(), {"--jobs", "1"});
+      for (const char* extra : {"--json", "", "--junit", "", "--markdown", "", "--html", ""}) line.push_back(extra);
       line.push_back("--verbose");
       return opconform_main(line);
     }

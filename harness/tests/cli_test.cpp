@@ -331,6 +331,19 @@ TEST_F(Cli, AReproLineReplaysTheSameResult) {
   EXPECT_NE(out.find("fixture::twice determinism [cpu, float64]: passed"), std::string::npos) << out;
 }
 
+TEST_F(Cli, AReproOfACrashReportsTheCrashInsteadOfCrashing) {
+  // repro runs the line in a worker: before, it ran in this process, and the crash ended it.
+  const std::string line = "opconform check --library " OPCONFORM_MISBEHAVING_PLUGIN
+                           " --ops fixture::crash --checks determinism --dtype float64";
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(opconform_main({"repro", line}), 1);
+  const std::string out = testing::internal::GetCapturedStdout();
+  testing::internal::GetCapturedStderr();
+  EXPECT_NE(out.find("fixture::crash determinism [cpu, float64]: crashed"), std::string::npos) << out;
+  EXPECT_NE(out.find("SIGSEGV"), std::string::npos) << out;
+}
+
 TEST_F(Cli, ReportDiffFindsRegressions) {
   const std::vector<std::string> args = {"check", "--library", OPCONFORM_MISBEHAVING_PLUGIN, "--samples", "2",
                                          "--jobs", "1", "--checks", "test_schema", "--timeout", "1"};
