@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <latch>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -78,18 +79,22 @@ class Pool {
   // Runs job(i) for i in [0, kThreads) on the pool's threads, released together; returns when all are done.
   void run(const std::function<void(int)>& job) {
     std::lock_guard one_job(busy_);
-    std::latch start(kThreads), done(kThreads);
+    // Shared, not on this stack: a thread may still be inside count_down() when wait() returns.
+    struct Latches {
+      std::latch start{kThreads}, done{kThreads};
+    };
+    auto latches = std::make_shared<Latches>();
     {
       std::lock_guard lock(m_);
-      job_ = [&](int i) {
-        start.arrive_and_wait();
+      job_ = [latches, &job](int i) {
+        latches->start.arrive_and_wait();
         job(i);
-        done.count_down();
+        latches->done.count_down();
       };
       ++generation_;
     }
     cv_.notify_all();
-    done.wait();
+    latches->done.wait();
   }
 
  private:
