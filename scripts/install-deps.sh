@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libseccomp-dev  # the workers' system-call filter (harness/src/worker_sandbox.cpp)
   clang-14 libclang-rt-14-dev
+  lld  # the linker of every preset (CMakeLists.txt: OPCONFORM_LLD)
   chromium  # headless, for the HTML report test (reports/tests/html_chromium_test.cpp)
 )
 # libtorch is optional (the ATen adapter and the libtorch benchmark baseline);
