@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "opconform/reports/report_files.h"
 #include "opconform/reports/writers.h"
 
 namespace {
@@ -209,7 +210,7 @@ int main(int argc, char** argv) {
     opconform::reports::ReportPaths paths;
     paths.dir = dir;
     paths.markdown = "";  // written below, with the table of numbers
-    opconform::reports::write_report_files(report, paths);
+    opconform::reports::ReportFiles(paths).write(report);
     const std::string table = stats_table(targets, stats, crash_counts, report);
     opconform::reports::write_atomically(dir / "report.md", opconform::reports::to_markdown(report) + table);
     std::cout << table.substr(1) << "\nreport: " << dir.string() << "/{report.json,report.md,report.html,junit.xml}\n";

@@ -67,6 +67,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
   GenerateSpec spec = generated;
   spec.seed = resolve_seed(generated);  // one seed for the first pass and the searches
   const std::vector<Sample> samples = generate_samples(op.schema(), op.name(), spec);
+  if (options.on_samples) options.on_samples(samples);
 
   OpcheckResults results;
   for (size_t c = 0; c < checks.size(); ++c) {
@@ -88,7 +89,9 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
     std::optional<CheckResult> last_skip, first_failure, other, mistrusted;
     bool ran = false, any_passed = false;
     std::string pass_note;  // what a passing check said it could not try (the first one)
-    for (const Sample& sample : samples) {
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const Sample& sample = samples[i];
+      if (options.on_sample) options.on_sample(i);
       CheckResult r = run(sample);
       if (r.outcome == Outcome::skipped) {
         last_skip = r;
@@ -109,6 +112,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
     }
     if (!other && mistrusted && !any_passed) other = mistrusted;
     if (first_failure) {
+      if (options.on_sample) options.on_sample(OpcheckOptions::kShrinking);
       auto shrunk = find_failure(op.schema(), op.name(), run, spec);
       CheckResult r = shrunk ? shrunk->result : *first_failure;
       r.check = name;

@@ -11,6 +11,7 @@
 // first, wherever it was named: opcheck, the harness's plan, the GoogleTest suite's
 // check_names()), and opcheck runs each check over all samples before the next, so the first
 // sample's concurrent calls are the first calls of the op in a case.
+#include <pthread.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -102,6 +103,9 @@ class Pool {
     for (int i = 0; i < kThreads; ++i) std::thread([this, i] { serve(i); }).detach();
   }
   void serve(int i) {
+    // "opc-" threads are opconform's own: a harness worker does not wait for them to end
+    // (Note [Threads a kernel leaves running] in harness/src/worker_pool.cpp).
+    ::pthread_setname_np(::pthread_self(), "opc-pool");
     uint64_t seen = 0;
     for (;;) {
       std::function<void(int)> job;

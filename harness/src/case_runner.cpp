@@ -5,6 +5,7 @@
 
 #include "opconform/conformance/opcheck.h"
 #include "opconform/core/dtype.h"
+#include "opconform/harness/worker_pool.h"
 #include "opconform/reference/case_spec.h"
 
 namespace opconform::harness {
@@ -23,17 +24,21 @@ std::string repro_line(const std::string& prefix, const reports::CaseResult& r, 
   return line;
 }
 
-std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedCase& c,
-                                          const std::vector<std::string>& checks,
-                                          const std::function<void(const std::string&)>& on_check_start,
-                                          const std::function<void(const reports::CaseResult&)>& on_result) {
-  const DType dtype = *parse_dtype(c.dtype);
-  conformance::GenerateSpec spec = reference::case_spec(c.op, dtype, ctx.samples);
+conformance::GenerateSpec case_generate_spec(const CaseContext& ctx, const PlannedCase& c) {
+  conformance::GenerateSpec spec = reference::case_spec(c.op, *parse_dtype(c.dtype), ctx.samples);
   if (ctx.seed) spec.seed = *ctx.seed;
   if (ctx.large_percent) spec.large_percent = *ctx.large_percent;
   if (ctx.large_max_numel) spec.large_max_numel = *ctx.large_max_numel;
   spec.seed = conformance::resolve_seed(spec);  // OPCONFORM_SEED wins, as in opcheck: the seed repro lines give
   spec.devices = {Device::parse(c.device)};
+  return spec;
+}
+
+std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedCase& c,
+                                          const std::vector<std::string>& checks,
+                                          const std::function<void(const std::string&)>& on_check_start,
+                                          const std::function<void(const reports::CaseResult&)>& on_result) {
+  const conformance::GenerateSpec spec = case_generate_spec(ctx, c);
   conformance::OpcheckOptions options;
   options.test_utils = checks;
   options.raise_exception = false;  // every result is reported, not thrown
@@ -48,6 +53,26 @@ std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedC
     if (on_check_start) on_check_start(check);
   };
 
+  // In a worker, each sample's description is noted as a check starts on it (note_running), so a
+  // crash or a hang names it; described once per case, when the samples are generated.
+  std::vector<std::string> notes;
+  size_t current = 0;
+  if (in_worker()) {
+    options.on_samples = [&](const std::vector<conformance::Sample>& samples) {
+      const auto& schema = ctx.registry.get(c.op).schema();
+      notes.clear();
+      for (size_t i = 0; i < samples.size(); ++i)
+        notes.push_back("sample " + std::to_string(i + 1) + " of " + std::to_string(samples.size()) + ": " +
+                        conformance::description_of(samples[i], schema));
+    };
+    options.on_sample = [&](size_t i) {
+      if (i == conformance::OpcheckOptions::kShrinking) {
+        if (current < notes.size()) note_running("a smaller form of the failing " + notes[current]);
+      } else if (i < notes.size()) {
+        note_running(notes[current = i]);
+      }
+    };
+  }
   std::vector<reports::CaseResult> out;
   auto result_of = [&](const std::string& check, const conformance::CheckResult& r) {
     reports::CaseResult cr;

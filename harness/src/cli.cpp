@@ -10,16 +10,17 @@
 #include <thread>
 #include <unistd.h>
 
-#include "opconform/adapters/loader.h"
 #include "opconform/conformance/check.h"
 #include "opconform/core/error.h"
 #include "opconform/harness/conformance_run.h"
+#include "opconform/harness/library_probe.h"
 #include "opconform/reference/case_spec.h"
 #include "opconform/reference/coverage.h"
 #include "opconform/reference/op_info.h"
 #include "opconform/reference/reference.h"
 #include "opconform/reports/console.h"
 #include "opconform/reports/diff_merge.h"
+#include "opconform/reports/report_files.h"
 #include "opconform/reports/writers.h"
 
 namespace opconform::harness {
@@ -74,6 +75,9 @@ reports::Report read_report(const std::string& path) {
   }
 }
 
+// How long `list` and `doctor` wait for a library to load (in a child: library_probe.h).
+constexpr double kProbeTimeoutS = 60;
+
 // The flags `run`, `check` and `repro` share.
 struct RunFlags {
   RunRequest request;
@@ -81,6 +85,7 @@ struct RunFlags {
   std::optional<uint64_t> seed;
   int jobs = -1;
   std::optional<int64_t> memory_limit_mib;
+  bool no_sandbox = false;
 
   void add_to(CLI::App& app) {
     app.add_option("--ops", ops, "Operators to check: a glob over qualified names, e.g. 'aten::add*'")
@@ -116,6 +121,9 @@ struct RunFlags {
                    "MiB of address space a worker may use (default: half the machine's memory; 0: no limit; "
                    "off by default with --device cuda, and always in an AddressSanitizer build, which reserve address space)")
         ->check(CLI::Range(0, 1 << 30));
+    app.add_flag("--no-sandbox", no_sandbox,
+                 "Run workers in their own process group only, without the sandbox's other layers (to debug a "
+                 "kernel, or to measure what the sandbox costs)");
     app.add_flag("--keep-going-after-hang", request.keep_going_after_hang,
                  "After a check timed out, run the case's remaining checks too (default: skipped, saying why)");
     app.add_option("--report-dir", request.report_dir,
@@ -162,6 +170,7 @@ struct RunFlags {
     }
     r.jobs = jobs >= 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     r.sandbox.memory_limit = memory_limit(r.plan.devices);
+    r.sandbox.enabled = !no_sandbox;
     if (!fail_on.empty()) r.fail_on = reports::parse_fail_policy(fail_on);
     r.command = join(args);
     return r;
@@ -211,69 +220,78 @@ int list_command(const std::string& library, bool checks_only, const std::string
     }
     return 0;
   }
-  Registry registry;
-  auto lib = adapters::load_plugin(library, registry, {.schemas = &reference});
+  const ProbeResult probe = probe_library(library, reference, kProbeTimeoutS, {});
+  if (probe.failure) {
+    std::cerr << "opconform: " << reports::console_text(probe.failure->message, false) << "\n";
+    return 3;
+  }
+  const adapters::LibraryManifest& lib = *probe.manifest;
   if (names) {
-    for (const auto& op : lib->ops())
-      if (selected(op)) std::cout << reports::console_text(op, true, 4096) << "\n";
+    for (const auto& op : lib.ops)
+      if (selected(op.name)) std::cout << reports::console_text(op.name, true, 4096) << "\n";
     return 0;
   }
-  std::cout << reports::console_text(lib->name()) << " " << reports::console_text(lib->version()) << " ("
-            << reports::console_text(lib->origin(), true, 4096) << "): " << lib->ops().size()
-            << " operators\n";
-  for (const auto& op : lib->ops()) {
-    if (!selected(op)) continue;
+  std::cout << reports::console_text(lib.name) << " " << reports::console_text(lib.version) << " ("
+            << reports::console_text(lib.origin, true, 4096) << "): " << lib.ops.size() << " operators\n";
+  for (const auto& op : lib.ops) {
+    if (!selected(op.name)) continue;
     std::string kernels;
-    for (auto [kind, name] : {std::pair{OPC_KERNEL_CPU, "cpu"}, {OPC_KERNEL_CUDA, "cuda"}, {OPC_KERNEL_FAKE, "fake"},
-                              {OPC_KERNEL_BACKWARD, "autograd"}})
-      if (lib->has_kernel(op, kind)) kernels += (kernels.empty() ? "" : ",") + std::string(name);
+    for (auto [has, name] : {std::pair{op.cpu, "cpu"}, {op.cuda, "cuda"}, {op.fake, "fake"}, {op.backward, "autograd"}})
+      if (has) kernels += (kernels.empty() ? "" : ",") + std::string(name);
     std::string dtypes;
-    if (auto d = lib->declared_dtypes(op))
-      for (DType t : *d) dtypes += (dtypes.empty() ? "" : ",") + std::string(name(t));
-    std::cout << reports::console_text(op) << "  [" << kernels << "]  " << (dtypes.empty() ? "(reference dtypes)" : dtypes) << "  "
-              << reports::console_text(registry.get(op).schema().to_string(), true, 4096) << "\n";
+    if (op.dtypes)
+      for (DType t : *op.dtypes) dtypes += (dtypes.empty() ? "" : ",") + std::string(name(t));
+    std::cout << reports::console_text(op.name) << "  [" << kernels << "]  "
+              << (dtypes.empty() ? "(reference dtypes)" : dtypes) << "  "
+              << reports::console_text(op.schema.empty() ? "(no schema)" : op.schema, true, 4096) << "\n";
   }
-  for (const auto& p : lib->problems())
+  for (const auto& p : lib.problems)
     std::cout << "problem: " << reports::console_text(p.op) << ": " << reports::console_text(p.message, false) << "\n";
   return 0;
 }
 
 // Registrations that point nowhere and ops missing the parts checks need. Exit 1 when something
-// is broken (a dangling implementation, a load problem); missing parts are reported, not fatal.
+// is broken (a dangling implementation, a load problem, a library that does not load); missing
+// parts are reported, not fatal.
 int doctor_command(const std::string& library) {
   Registry reference;
   auto registration = reference::register_reference_ops(reference);
-  Registry registry;
-  std::unique_ptr<adapters::LoadedLibrary> lib;
-  if (!library.empty()) lib = adapters::load_plugin(library, registry, {.schemas = &reference});
-  const Registry& checked = lib ? registry : reference;
   int broken = 0, notes = 0;
-  for (const auto& op : checked.dangling_impls()) {
-    std::cout << "broken: '" << reports::console_text(op) << "' has kernels but no definition (a dangling implementation)\n";
-    ++broken;
-  }
-  if (lib) {
-    for (const auto& p : lib->problems()) {
-      std::cout << "broken: '" << reports::console_text(p.op) << "': " << reports::console_text(p.message, false) << "\n";
+  if (library.empty()) {
+    for (const auto& op : reference.dangling_impls()) {
+      std::cout << "broken: '" << op << "' has kernels but no definition (a dangling implementation)\n";
       ++broken;
     }
-    for (const auto& op : lib->ops()) {
-      if (!lib->has_kernel(op, OPC_KERNEL_CPU) && !lib->has_kernel(op, OPC_KERNEL_CUDA)) {
-        std::cout << "note: '" << reports::console_text(op) << "' has no real kernel (cpu or cuda)\n", ++notes;
-      }
-      if (!lib->has_kernel(op, OPC_KERNEL_FAKE)) {
-        std::cout << "note: '" << reports::console_text(op) << "' has no fake kernel: test_faketensor and graph capture cannot use it\n";
-        ++notes;
-      }
-      if (!lib->has_kernel(op, OPC_KERNEL_BACKWARD)) {
-        std::cout << "note: '" << reports::console_text(op) << "' has no autograd formula: gradients through it fail\n", ++notes;
-      }
-    }
-  } else {
     for (const auto& info : reference::reference_op_infos()) {
       if (!info.fake) std::cout << "note: '" << info.name << "' has no fake kernel\n", ++notes;
       if (!info.autograd) std::cout << "note: '" << info.name << "' has no autograd formula\n", ++notes;
     }
+    std::cout << "opconform doctor: " << broken << " broken, " << notes << " notes\n";
+    return broken == 0 ? 0 : 1;
+  }
+  const ProbeResult probe = probe_library(library, reference, kProbeTimeoutS, {});
+  if (probe.failure) {
+    std::cout << "broken: " << reports::console_text(probe.failure->message, false) << "\n";
+    std::cout << "opconform doctor: 1 broken, 0 notes\n";
+    return 1;
+  }
+  const adapters::LibraryManifest& lib = *probe.manifest;
+  for (const auto& op : lib.dangling) {
+    std::cout << "broken: '" << reports::console_text(op) << "' has kernels but no definition (a dangling implementation)\n";
+    ++broken;
+  }
+  for (const auto& p : lib.problems) {
+    std::cout << "broken: '" << reports::console_text(p.op) << "': " << reports::console_text(p.message, false) << "\n";
+    ++broken;
+  }
+  for (const auto& op : lib.ops) {
+    const std::string name = reports::console_text(op.name);
+    if (!op.cpu && !op.cuda) std::cout << "note: '" << name << "' has no real kernel (cpu or cuda)\n", ++notes;
+    if (!op.fake) {
+      std::cout << "note: '" << name << "' has no fake kernel: test_faketensor and graph capture cannot use it\n";
+      ++notes;
+    }
+    if (!op.backward) std::cout << "note: '" << name << "' has no autograd formula: gradients through it fail\n", ++notes;
   }
   std::cout << "opconform doctor: " << broken << " broken, " << notes << " notes\n";
   return broken == 0 ? 0 : 1;
@@ -292,8 +310,7 @@ int report_merge_command(const std::vector<std::string>& inputs, const RunReques
   std::vector<reports::Report> shards;
   for (const auto& path : inputs) shards.push_back(read_report(path));
   const reports::Report merged = reports::merge(shards);
-  for (const auto& path : reports::write_report_files(
-           merged, {outputs.report_dir, outputs.json, outputs.junit, outputs.markdown, outputs.html}))
+  for (const auto& path : reports::ReportFiles(report_paths(outputs)).write(merged))
     std::cerr << "opconform: wrote " << path << "\n";
   std::cout << "opconform report merge: " << shards.size() << " reports, " << merged.results.size() << " results\n";
   return reports::fails(merged) ? 1 : 0;  // the shards' own --fail-on
@@ -408,8 +425,7 @@ int opconform_main(const std::vector<std::string>& args) {
                       "--library is empty: give the plugin's shared library (`opconform run` checks the reference)");
       validate(request.plan);
       // The reports can be written: found now, not after every check ran.
-      if (request.write_reports)
-        reports::check_report_paths({request.report_dir, request.json, request.junit, request.markdown, request.html});
+      if (request.write_reports) request.report_files = std::make_shared<reports::ReportFiles>(report_paths(request));
       for (const auto& c : request.plan.checks) {
         if (c == "reference_agreement" && !request.against_reference)
           throw Error(ErrorCode::kInvalidArgument,

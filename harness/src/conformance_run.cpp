@@ -1,26 +1,23 @@
 #include "opconform/harness/conformance_run.h"
 
-#include <fcntl.h>
 #include <fnmatch.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <iostream>
 
 #include "opconform/adapters/loader.h"
 #include "opconform/harness/case_runner.h"
+#include "opconform/harness/library_probe.h"
 #include "opconform/harness/worker_pool.h"
 #include "opconform/reference/reference.h"
 #include "opconform/reports/console.h"
 #include "opconform/reports/listener.h"
+#include "opconform/reports/report_files.h"
 #include "opconform/reports/writers.h"
 
 namespace opconform::harness {
@@ -33,76 +30,46 @@ std::string utc_now() {
   return buf;
 }
 
-// Loads the plugin once in a child process first: a library whose registration crashes (a
-// constructor, register_ops) is reported as such instead of taking the harness down.
-std::optional<reports::CaseResult> probe_load(const std::string& path, Registry& schemas, double timeout_s) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;  // no probe: load directly
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]), ::close(fds[1]);
-    return std::nullopt;
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    default_fatal_signals();
+// The library as a worker (or, under --jobs 0, this process) loads it: filled on first use, in
+// the process that runs the cases (Note [No plugin code in the harness]).
+struct LoadedHere {
+  Registry registry;
+  std::unique_ptr<adapters::LoadedLibrary> library;
+  std::string error;  // the load threw (it loaded in the probe)
+
+  // Never unloaded: its destructors could crash or rewrite the reports (under --jobs 0 this is
+  // the harness process).
+  ~LoadedHere() { (void)library.release(); }
+
+  void load(const std::string& path, const Registry& schemas) {
     try {
-      Registry scratch;
-      auto lib = adapters::load_plugin(path, scratch, {.schemas = &schemas});
-      _exit(0);
+      library = adapters::load_plugin(path, registry, {.schemas = &schemas});
     } catch (const std::exception& e) {
-      const std::string m = e.what();
-      (void)!::write(fds[1], m.data(), m.size());
-      _exit(1);
+      error = e.what();
     }
   }
-  ::close(fds[1]);
-  std::string message;
-  char chunk[4096];
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  bool timed_out = false;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 60'000))) <= 0) continue;
-    const ssize_t n = ::read(fds[0], chunk, sizeof chunk);
-    if (n <= 0) break;
-    message.append(chunk, static_cast<size_t>(n));
+};
+
+// Every check of the case failed with why the library is missing here.
+std::vector<reports::CaseResult> not_loaded(const PlannedCase& c, const std::vector<std::string>& checks,
+                                            const std::string& error,
+                                            const std::function<void(const std::string&)>& on_check_start,
+                                            const std::function<void(const reports::CaseResult&)>& on_result) {
+  std::vector<reports::CaseResult> out;
+  for (const auto& check : checks) {
+    if (on_check_start) on_check_start(check);
+    reports::CaseResult r;
+    r.op = c.op, r.check = check, r.device = c.device, r.dtype = c.dtype, r.outcome = reports::Outcome::failed;
+    r.message = "the library loaded in the probe but not in the process running the checks: " + error;
+    if (on_result) on_result(r);
+    out.push_back(std::move(r));
   }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  reports::CaseResult r;
-  r.op = path, r.check = "load";
-  if (timed_out) {
-    r.outcome = reports::Outcome::timed_out;
-    r.message = "plugin '" + path + "': loading it did not finish within " + std::to_string(static_cast<int>(timeout_s)) +
-                " s (a library constructor or register_ops that never returns?)";
-    return r;
-  }
-  if (WIFSIGNALED(status)) {
-    r.outcome = reports::Outcome::crashed;
-    r.message = "plugin '" + path + "': loading it crashed the process (" + describe_signal(WTERMSIG(status)) +
-                "), in a library constructor or in register_ops";
-    return r;
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
-  r.outcome = reports::Outcome::failed;
-  r.message = message.empty() ? "plugin '" + path + "': the load failed" : message;
-  return r;
+  return out;
 }
 
-void write_reports(const RunRequest& request, const reports::Report& report) {
-  const auto written = reports::write_report_files(
-      report, {request.report_dir, request.json, request.junit, request.markdown, request.html});
+void write_reports(const reports::ReportFiles& files, const reports::Report& report) {
   std::string list;
-  for (const auto& p : written) list += (list.empty() ? "" : ", ") + p;
+  for (const auto& p : files.write(report)) list += (list.empty() ? "" : ", ") + p;
   if (!list.empty()) std::fprintf(stderr, "opconform: report written: %s\n", list.c_str());
 }
 
@@ -152,8 +119,18 @@ struct NotDumpable {
 };
 }  // namespace
 
+reports::ReportPaths report_paths(const RunRequest& request) {
+  return {request.report_dir, request.json, request.junit, request.markdown, request.html};
+}
+
 RunOutcome run_conformance(const RunRequest& request) {
   const auto start = std::chrono::steady_clock::now();
+  // Opened first: reports that cannot be written fail the run before anything ran.
+  std::shared_ptr<const reports::ReportFiles> report_files = request.report_files;
+  if (request.write_reports && !report_files) report_files = std::make_shared<reports::ReportFiles>(report_paths(request));
+  SandboxOptions sandbox = request.sandbox;
+  if (report_files)
+    for (const auto& dir : report_files->directories()) sandbox.read_only.push_back(dir.string());
   std::optional<NotDumpable> not_dumpable;
   if (!request.library.empty() && request.jobs > 0) not_dumpable.emplace();
   RunOutcome outcome;
@@ -170,30 +147,23 @@ RunOutcome run_conformance(const RunRequest& request) {
 
   Registry reference;
   auto registration = reference::register_reference_ops(reference);
-  Registry library_registry;
-  std::unique_ptr<adapters::LoadedLibrary> library;
+  std::optional<adapters::LibraryManifest> manifest;
   std::vector<reports::CaseResult> load_results;
   std::string repro_prefix = "opconform run";
   if (!request.library.empty()) {
     report.info.library_path = request.library;
     report.info.library = request.library;
     repro_prefix = "opconform check --library " + quoted(request.library) + (request.against_reference ? "" : " --against none");
-    std::optional<reports::CaseResult> failure = probe_load(request.library, reference, request.timeout_s);
-    if (!failure) {
-      try {
-        library = adapters::load_plugin(request.library, library_registry, {.schemas = &reference});
-      } catch (const std::exception& e) {
-        failure = reports::CaseResult{request.library, "load", "", "", reports::Outcome::failed, e.what(), "", {}, 0};
-      }
-    }
+    ProbeResult probe = probe_library(request.library, reference, request.timeout_s, sandbox);
     // Load results belong to shard 0 only (so shard reports merge), and to the ops --ops names.
-    outcome.load_failed = failure.has_value();
-    if (failure) {
+    outcome.load_failed = probe.failure.has_value();
+    if (probe.failure) {
       // The report still says what happened; nothing else can run.
-      if (request.plan.shard.index == 0) load_results.push_back(*failure);
+      if (request.plan.shard.index == 0) load_results.push_back(*probe.failure);
     } else {
-      report.info.library = library->name() + (library->version().empty() ? "" : " " + library->version());
-      for (const auto& p : library->problems()) {
+      manifest = std::move(probe.manifest);
+      report.info.library = manifest->name + (manifest->version.empty() ? "" : " " + manifest->version);
+      for (const auto& p : manifest->problems) {
         if (request.plan.shard.index == 0 && fnmatch(request.plan.ops.c_str(), p.op.c_str(), 0) == 0)
           load_results.push_back({p.op, "load", "", "", reports::Outcome::failed, p.message, "", {}, 0});
       }
@@ -208,16 +178,16 @@ RunOutcome run_conformance(const RunRequest& request) {
     repro_prefix += " --large-max-numel " + std::to_string(*request.plan.large_max_numel);
 
   std::vector<PlannedCase> cases;
-  Registry& under_test = request.library.empty() ? reference : library_registry;
-  if (request.library.empty() || library) {
+  const bool loadable = request.library.empty() || manifest.has_value();
+  if (loadable) {
     PlanOptions plan = request.plan;
     plan.against_reference = request.against_reference;
-    cases = plan_cases(under_test, library.get(), plan);
+    cases = plan_cases(manifest ? &*manifest : nullptr, plan);
   }
 
   // Filters that match nothing are a usage error (exit_status): no run, no PASS line, no report.
   outcome.planned_cases = cases.size();
-  if (cases.empty() && load_results.empty() && (request.library.empty() || library)) return outcome;
+  if (cases.empty() && load_results.empty() && loadable) return outcome;
 
   reports::ConsoleOptions console_options = reports::console_options_for(stderr);
   console_options.fail_on = request.fail_on;
@@ -225,18 +195,31 @@ RunOutcome run_conformance(const RunRequest& request) {
   reports::Listeners listeners;
   listeners.add(console);
   // Which sandbox layers the workers get on this machine, once, for the header and the report.
-  if (request.jobs > 0) report.info.sandbox = describe_layers(probe_sandbox(request.sandbox), request.sandbox);
+  if (request.jobs > 0) report.info.sandbox = describe_layers(probe_sandbox(sandbox), sandbox);
   listeners.on_run_start(report.info, cases.size());
   if (!load_results.empty()) {
     listeners.on_case_done(load_results, 0, cases.size());
     report.results = load_results;
   }
 
-  CaseContext context{under_test,          request.against_reference ? &reference : nullptr,
-                      request.library.empty() ? nullptr : &reference,
-                      request.plan.samples, request.plan.seed,
-                      request.plan.large_percent, request.plan.large_max_numel,
-                      repro_prefix};
+  // The library is loaded where the cases run: in each worker (WorkerOptions::setup), or here
+  // under --jobs 0. The harness itself only has the reference.
+  LoadedHere here;
+  const auto load_here = [&] {
+    if (!request.library.empty()) here.load(request.library, reference);
+  };
+  const auto run_here = [&](const PlannedCase& c, const std::vector<std::string>& checks,
+                            const std::function<void(const std::string&)>& on_check_start,
+                            const std::function<void(const reports::CaseResult&)>& on_result) {
+    if (!request.library.empty() && !here.library) return not_loaded(c, checks, here.error, on_check_start, on_result);
+    const CaseContext context{request.library.empty() ? reference : here.registry,
+                              request.against_reference ? &reference : nullptr,
+                              request.library.empty() ? nullptr : &reference,
+                              request.plan.samples, request.plan.seed,
+                              request.plan.large_percent, request.plan.large_max_numel,
+                              repro_prefix};
+    return run_case(context, c, checks, on_check_start, on_result);
+  };
   std::vector<std::vector<reports::CaseResult>> by_case(cases.size());
   size_t done = 0;
   auto finished = [&](size_t index, std::vector<reports::CaseResult> results) {
@@ -246,27 +229,42 @@ RunOutcome run_conformance(const RunRequest& request) {
   };
   StopSignals stop_signals;
   if (request.jobs == 0) {
+    if (!cases.empty()) load_here();
     for (size_t i = 0; i < cases.size() && !StopSignals::stopped(); ++i)
-      finished(i, run_case(context, cases[i], cases[i].checks));
+      finished(i, run_here(cases[i], cases[i].checks, {}, {}));
   } else {
     CaseFunction run = [&](size_t index, size_t first_check, const std::function<void(size_t)>& on_check_start,
                            const std::function<void(const reports::CaseResult&)>& on_result) {
       const PlannedCase& c = cases[index];
       std::vector<std::string> checks(c.checks.begin() + static_cast<std::ptrdiff_t>(first_check), c.checks.end());
-      run_case(
-          context, c, checks,
+      run_here(
+          c, checks,
           [&](const std::string& check) {
             for (size_t i = first_check; i < c.checks.size(); ++i)
               if (c.checks[i] == check) on_check_start(i);
           },
           on_result);
     };
-    auto repro = [&](const reports::CaseResult& r) { return repro_line(repro_prefix, r, request.plan.seed.value_or(0)); };
+    // The harness's own results (crashed, timed_out) replay with the case's seed, as the worker's do.
+    const CaseContext seeds{reference, nullptr, nullptr, request.plan.samples, request.plan.seed,
+                            request.plan.large_percent, request.plan.large_max_numel, repro_prefix};
+    auto repro = [&](const reports::CaseResult& r) {
+      return repro_line(repro_prefix, r, case_generate_spec(seeds, {r.op, r.device, r.dtype, {}}).seed);
+    };
     WorkerOptions options;
     options.jobs = request.jobs, options.timeout_s = request.timeout_s;
-    options.keep_going_after_hang = request.keep_going_after_hang, options.sandbox = request.sandbox;
+    options.keep_going_after_hang = request.keep_going_after_hang, options.sandbox = sandbox;
     options.repro = repro;
     options.stop = [] { return StopSignals::stopped(); };
+    options.setup = load_here;
+    options.on_running = [&](const std::vector<WorkerOptions::Running>& running) {
+      std::vector<reports::RunningCheck> now;
+      for (const auto& r : running) {
+        const PlannedCase& c = cases[r.case_index];
+        now.push_back({c.op, r.check_index < c.checks.size() ? c.checks[r.check_index] : "", c.device, c.dtype, r.seconds});
+      }
+      listeners.on_running(now);
+    };
     run_isolated(cases, run, options, finished);
   }
   outcome.stop_signal = g_stop_signal;
@@ -275,7 +273,7 @@ RunOutcome run_conformance(const RunRequest& request) {
     for (auto& r : results) report.results.push_back(std::move(r));
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   listeners.on_run_end(report);
-  if (request.write_reports) write_reports(request, report);
+  if (report_files) write_reports(*report_files, report);
   return outcome;
 }
 

@@ -86,26 +86,25 @@ void validate(const PlanOptions& options) {
     OPCONFORM_CHECK(parse_dtype(d).has_value(), ErrorCode::kInvalidArgument, "--dtype '", d, "' is not a dtype");
 }
 
-std::vector<PlannedCase> plan_cases(const Registry& registry, const adapters::LoadedLibrary* library,
-                                    const PlanOptions& options) {
+std::vector<PlannedCase> plan_cases(const adapters::LibraryManifest* library, const PlanOptions& options) {
   validate(options);
   // A list given with --checks runs in run order too: thread_safety first, wherever it was named.
   std::vector<std::string> checks =
       options.checks.empty() ? all_checks(options.against_reference) : conformance::in_run_order(options.checks);
   std::vector<std::string> ops;
   if (library != nullptr) {
-    ops = library->ops();
+    for (const auto& op : library->ops)
+      if (!op.schema.empty()) ops.push_back(op.name);  // an op without a schema cannot be called
   } else {
     for (const auto& info : reference::reference_op_infos()) ops.push_back(info.name);
   }
   std::vector<PlannedCase> all;
   for (const auto& op : ops) {
     if (fnmatch(options.ops.c_str(), op.c_str(), 0) != 0) continue;
-    auto handle = registry.find(op);
-    if (!handle || !handle->has_schema()) continue;
     std::vector<DType> dtypes;
-    if (auto declared = library ? library->declared_dtypes(op) : std::nullopt) {
-      dtypes = *declared;
+    const adapters::ManifestOp* declared = library ? library->find(op) : nullptr;
+    if (declared && declared->dtypes) {
+      dtypes = *declared->dtypes;
     } else if (auto info = reference::reference_op_info(op)) {
       dtypes = info->dtypes;
     } else {

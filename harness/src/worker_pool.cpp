@@ -1,12 +1,16 @@
 #include "opconform/harness/worker_pool.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -35,9 +39,78 @@ bool write_all(int fd, const std::string& s) {
   return true;
 }
 
+// What a worker notes about its running check (note_running), in a shared page the pool maps
+// before the fork and reads after the worker ended. The library can scribble on it like on any of
+// its memory: what the harness reads is bounded and shown as data.
+struct RunningNote {
+  std::atomic<uint32_t> length{0};
+  char text[4096 - sizeof(std::atomic<uint32_t>)];
+};
+RunningNote* g_running_note = nullptr;  // set in a worker only
+
+RunningNote* map_running_note() {
+  void* page = ::mmap(nullptr, sizeof(RunningNote), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  return page == MAP_FAILED ? nullptr : new (page) RunningNote;
+}
+
+std::string read_running_note(const RunningNote* note) {
+  if (note == nullptr) return "";
+  const uint32_t n = std::min<uint32_t>(note->length.load(), sizeof note->text);
+  return std::string(note->text, n);
+}
+
 // ---- the worker side (after fork) ----
 
-[[noreturn]] void worker_main(int requests, int replies, const CaseFunction& run) {
+// Note [Threads a kernel leaves running]: a kernel may start a thread that goes on after the
+// kernel returned, and crash there 100 ms later, when the worker is already in the next check.
+// So the worker notes its threads as each check starts; when the check's result is ready and
+// threads started since are still alive, it says so ("W") and waits for them to end, up to
+// kSettleTime, before it sends the result: a crash meanwhile is the check's own ("on a thread
+// the check left running"). Threads that live on past that (a library's thread pool) are waited
+// for once, in the check that started them. opconform's own threads (named "opc-...", the
+// thread_safety pool) are not waited for.
+constexpr auto kSettleTime = std::chrono::milliseconds(250);
+
+// The ids of this process's threads that are not opconform's own.
+std::vector<pid_t> foreign_threads() {
+  std::vector<pid_t> out;
+  DIR* dir = ::opendir("/proc/self/task");
+  if (dir == nullptr) return out;
+  while (const dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const pid_t tid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+    char path[64], comm[32] = {};
+    std::snprintf(path, sizeof path, "/proc/self/task/%d/comm", static_cast<int>(tid));
+    if (const int fd = ::open(path, O_RDONLY | O_CLOEXEC); fd >= 0) {
+      (void)!::read(fd, comm, sizeof comm - 1);
+      ::close(fd);
+    }
+    if (std::strncmp(comm, "opc-", 4) != 0) out.push_back(tid);
+  }
+  ::closedir(dir);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Waits (up to kSettleTime) until no thread of `now` that is not in `before` is alive; false
+// when the time ran out.
+bool settle(const std::vector<pid_t>& before, std::vector<pid_t> now) {
+  const auto deadline = Clock::now() + kSettleTime;
+  for (;;) {
+    std::vector<pid_t> started;
+    std::set_difference(now.begin(), now.end(), before.begin(), before.end(), std::back_inserter(started));
+    if (started.empty()) return true;
+    if (Clock::now() >= deadline) return false;
+    ::usleep(2000);
+    now = foreign_threads();
+  }
+}
+
+[[noreturn]] void worker_main(int requests, int replies, const CaseFunction& run, const std::function<void()>& setup) {
+  if (setup) {
+    if (!write_all(replies, encode_frame("L"))) _exit(4);
+    setup();
+  }
   std::string buffer;
   char chunk[256];
   for (;;) {
@@ -52,12 +125,23 @@ bool write_all(int fd, const std::string& s) {
     buffer.erase(0, newline + 1);
     size_t case_index = 0, first_check = 0;
     if (std::sscanf(request.c_str(), "%zu %zu", &case_index, &first_check) != 2) _exit(3);
+    std::vector<pid_t> threads_before;
     run(
         case_index, first_check,
         [&](size_t check) {
+          note_running("");
+          threads_before = foreign_threads();
           if (!write_all(replies, encode_frame("S " + std::to_string(check)))) _exit(4);
         },
         [&](const CaseResult& r) {
+          // Note [Threads a kernel leaves running]
+          std::vector<pid_t> now = foreign_threads();
+          note_running("");  // a death from here on is between checks
+          if (now != threads_before) {
+            if (!write_all(replies, encode_frame("W"))) _exit(4);
+            settle(threads_before, std::move(now));
+            threads_before = foreign_threads();  // what lives on is not waited for again
+          }
           if (!write_all(replies, encode_frame("R " + reports::result_to_json_line(r)))) _exit(4);
         });
     if (!write_all(replies, encode_frame("D"))) _exit(4);
@@ -80,12 +164,18 @@ struct Worker {
   int to = -1, from = -1, err = -1;  // err = -1 once the worker closed its stderr
   FrameReader frames;
   std::optional<int> exit_status;  // set once waitpid saw it end
+  RunningNote* note = nullptr;     // shared with the worker (note_running)
+  std::string last_note;           // what it said last, read when it ended
   std::string stderr_tail;  // the last bytes the worker wrote to stderr in the running check
+  bool loading = false;     // in its setup (WorkerOptions::setup): said "L", no check started yet
+  bool settling = false;    // said "W": waits for threads the running check left (Note [Threads a kernel leaves running])
+  bool started = false;     // a check started in this worker (its setup is over)
   bool busy = false;
   size_t case_index = 0;
   size_t first = 0;    // the first check of this assignment
   size_t running = 0;  // the check running now (index into the case's checks)
   Clock::time_point deadline;
+  Clock::time_point check_started;  // when the running check started (or the case was sent)
 };
 
 class Pool {
@@ -114,6 +204,11 @@ class Pool {
         pending_.pop_front();
         // An idle worker may have died between cases (nothing of ours ran): start another.
         bool sent = false;
+        if (w.pid < 0 && !unloadable_.empty()) {
+          skip_case(case_index, first, "not run: no new worker is started since loading the library in one failed (" +
+                                           unloadable_ + ")");
+          continue;
+        }
         for (int attempt = 0; attempt < 2 && !sent; ++attempt) {
           if (w.pid < 0) spawn(w);
           sent = write_all(w.to, std::to_string(case_index) + " " + std::to_string(first) + "\n");
@@ -122,9 +217,11 @@ class Pool {
         OPCONFORM_CHECK(sent, ErrorCode::kInternal, "cannot start a worker process");
         w.busy = true, w.case_index = case_index, w.first = first, w.running = first;
         w.stderr_tail.clear();
-        w.deadline = Clock::now() + timeout();
+        w.check_started = Clock::now();
+        w.deadline = w.check_started + timeout();
       }
       wait_for_events();
+      tell_running();
     }
     // Done: idle workers end when their pipe closes; stopped: busy ones are killed too.
     const bool stopped = finished_ < cases_.size();
@@ -132,6 +229,20 @@ class Pool {
   }
 
  private:
+  // WorkerOptions::on_running, at most every 500 ms.
+  void tell_running() {
+    if (!options_.on_running) return;
+    const auto now = Clock::now();
+    if (now - last_told_ < std::chrono::milliseconds(500)) return;
+    last_told_ = now;
+    std::vector<WorkerOptions::Running> running;
+    for (const auto& w : workers_)
+      if (w.busy && w.pid > 0)
+        running.push_back({w.case_index, w.running, std::chrono::duration<double>(now - w.check_started).count()});
+    std::sort(running.begin(), running.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+    options_.on_running(running);
+  }
+
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
   }
@@ -141,11 +252,13 @@ class Pool {
     // Close-on-exec: a process a kernel starts must not hold our pipes open (EOF is how a crash shows).
     OPCONFORM_CHECK(::pipe2(req, O_CLOEXEC) == 0 && ::pipe2(rep, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0,
                     ErrorCode::kInternal, "cannot create a pipe for a worker: ", std::strerror(errno));
+    RunningNote* note = map_running_note();  // null: results name no sample, nothing else is lost
     std::fflush(nullptr);  // nothing buffered may be written twice
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     OPCONFORM_CHECK(pid >= 0, ErrorCode::kInternal, "cannot fork a worker: ", std::strerror(errno));
     if (pid == 0) {
+      g_running_note = note;
       // A worker dies with the harness (a killed CI job leaves no kernel spinning).
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) _exit(0);
@@ -168,12 +281,12 @@ class Pool {
       // worker is killed anyway; PDEATHSIG ends it with the harness).
       signal(SIGPIPE, SIG_IGN);
       default_fatal_signals();
-      worker_main(requests, replies, run_);
+      worker_main(requests, replies, run_, options_.setup);
     }
     ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before any kill
     ::close(req[0]), ::close(rep[1]), ::close(err[1]);
     w = Worker{};
-    w.pid = pid, w.to = req[1], w.from = rep[0], w.err = err[0];
+    w.pid = pid, w.to = req[1], w.from = rep[0], w.err = err[0], w.note = note;
   }
 
   // Ends a worker (SIGKILL first when `kill`), closes its pipes, returns its wait status.
@@ -190,6 +303,8 @@ class Pool {
       }
     }
     if (!kill) ::kill(-w.pid, SIGKILL);  // a healthy worker's leftovers
+    w.last_note = read_running_note(w.note);
+    if (w.note != nullptr) ::munmap(w.note, sizeof(RunningNote)), w.note = nullptr;
     w.pid = -1, w.err = -1, w.exit_status.reset();
     return status;
   }
@@ -222,6 +337,17 @@ class Pool {
     size_t check = w.running;
     if (check < results.size() && results[check]) ++check;
     w.busy = false;
+    if (w.settling) {
+      reason += ", on a thread the check's kernel started and left running after it returned";
+      w.settling = false;
+    }
+    if (w.loading) {
+      reason = "while the worker loaded the library (in a library constructor or register_ops): " + reason;
+      if (unloadable_.empty() && check < c.checks.size())
+        unloadable_ = c.op + " " + c.checks[check] + " [" + c.device + ", " + c.dtype + "]: " +
+                      (outcome == conformance::Outcome::timed_out ? "it hung" : "it crashed");
+      w.loading = false;
+    }
     if (check >= c.checks.size()) {
       complete(w.case_index);
       return;
@@ -230,21 +356,20 @@ class Pool {
     r.op = c.op, r.check = c.checks[check], r.device = c.device, r.dtype = c.dtype;
     r.outcome = outcome;
     r.message = std::move(reason);
+    // The sample it was on (note_running): the result's input, as far as the worker said.
+    if (!w.last_note.empty()) {
+      r.message += "; it was on " + w.last_note;
+      r.minimal_input = w.last_note + " (the sample running when the worker ended, not shrunk)";
+    }
     if (!w.stderr_tail.empty()) r.message += "; its last output on stderr: " + w.stderr_tail;
     if (options_.repro) r.repro = options_.repro(r);
     results[check] = r;
     // A kernel that hung once usually hangs again: the case's other checks would each cost the
     // whole time-out (21 of them for one op). They are skipped, saying why, unless asked for.
     if (outcome == conformance::Outcome::timed_out && !options_.keep_going_after_hang) {
-      for (size_t k = check + 1; k < c.checks.size(); ++k) {
-        CaseResult skipped;
-        skipped.op = c.op, skipped.check = c.checks[k], skipped.device = c.device, skipped.dtype = c.dtype;
-        skipped.outcome = conformance::Outcome::skipped;
-        skipped.message = "not run: an earlier check of this case (" + c.checks[check] +
-                          ") hung past the time-out; --keep-going-after-hang runs the rest";
-        results[k] = skipped;
-      }
-      complete(w.case_index);
+      skip_case(w.case_index, check + 1,
+                "not run: an earlier check of this case (" + c.checks[check] +
+                    ") hung past the time-out; --keep-going-after-hang runs the rest");
       return;
     }
     if (check + 1 < c.checks.size()) {
@@ -263,6 +388,20 @@ class Pool {
                    std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (a kernel called exit?)");
   }
 
+  // Every check of the case from `first` on is skipped with `reason`; the case completes.
+  void skip_case(size_t case_index, size_t first, const std::string& reason) {
+    const PlannedCase& c = cases_[case_index];
+    for (size_t k = first; k < c.checks.size(); ++k) {
+      if (results_[case_index][k]) continue;
+      CaseResult skipped;
+      skipped.op = c.op, skipped.check = c.checks[k], skipped.device = c.device, skipped.dtype = c.dtype;
+      skipped.outcome = conformance::Outcome::skipped;
+      skipped.message = reason;
+      results_[case_index][k] = skipped;
+    }
+    complete(case_index);
+  }
+
   void complete(size_t case_index) {
     ++finished_;
     std::vector<CaseResult> out;
@@ -276,13 +415,20 @@ class Pool {
   void handle_message(Worker& w, const std::string& m) {
     const PlannedCase& c = cases_[w.case_index];
     auto& results = results_[w.case_index];
-    if (m.rfind("S ", 0) == 0) {
+    if (m == "L") {
+      if (w.started || w.loading) throw ProtocolError("a second 'loading' message");
+      w.loading = true;
+    } else if (m == "W") {
+      w.settling = true;
+    } else if (m.rfind("S ", 0) == 0) {
       size_t k = 0;
       const auto [end, ec] = std::from_chars(m.data() + 2, m.data() + m.size(), k);
       if (ec != std::errc() || end != m.data() + m.size() || k < w.running || k >= c.checks.size())
         throw ProtocolError("a check start that is not the case's next check: '" + m.substr(0, 40) + "'");
       w.running = k;
-      w.deadline = Clock::now() + timeout();
+      w.loading = false, w.started = true, w.settling = false;
+      w.check_started = Clock::now();
+      w.deadline = w.check_started + timeout();
       w.stderr_tail.clear();
     } else if (m.rfind("R ", 0) == 0) {
       CaseResult r;
@@ -296,6 +442,7 @@ class Pool {
       if (r.op != c.op || r.device != c.device || r.dtype != c.dtype || i == c.checks.size())
         throw ProtocolError("a result for another case or check, or a second one (" + r.op + " " + r.check + ")");
       results[i] = r;
+      w.settling = false;
     } else if (m == "D") {
       for (size_t i = w.first; i < c.checks.size(); ++i)
         if (!results[i]) throw ProtocolError("'done' before check '" + c.checks[i] + "' had its result");
@@ -407,9 +554,22 @@ class Pool {
   std::deque<std::pair<size_t, size_t>> pending_;                // (case, first check)
   std::vector<Worker> workers_;
   size_t finished_ = 0;
+  std::string unloadable_;  // set when a worker's setup crashed or hung: which check it cost
+  Clock::time_point last_told_;  // the last on_running
 };
 
 }  // namespace
+
+void note_running(std::string_view text) {
+  RunningNote* note = g_running_note;
+  if (note == nullptr) return;
+  const size_t n = std::min(text.size(), sizeof note->text);
+  note->length.store(0, std::memory_order_relaxed);
+  std::memcpy(note->text, text.data(), n);
+  note->length.store(static_cast<uint32_t>(n), std::memory_order_release);
+}
+
+bool in_worker() { return g_running_note != nullptr; }
 
 void default_fatal_signals() {
   for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP}) signal(s, SIG_DFL);

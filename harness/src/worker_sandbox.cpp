@@ -6,19 +6,27 @@
 //   - a scrubbed environment: only kept_by_default() names and --pass-env ones remain, and the
 //     process's initial environment block (what /proc/self/environ shows, which a fork keeps)
 //     is overwritten, so a kernel cannot read the CI's tokens;
-//   - a seccomp filter (libseccomp): no sockets but AF_UNIX (no network), no ptrace or
-//     process_vm_readv/writev, no signals to the harness (kill, tgkill, rt_sigqueueinfo,
-//     pidfd_open of its pid, its group, or -1).
+//   - namespaces, as bubblewrap makes them (unshare: a user namespace where allowed, a mount and
+//     a network namespace): the report folders are bind-mounted read-only (a kernel cannot
+//     write, delete or rename them), and the network namespace has nothing but a loopback
+//     device that is down (no network, not even 127.0.0.1);
+//   - a seccomp filter (libseccomp): no sockets but AF_UNIX (no network where namespaces are
+//     refused), no ptrace or process_vm_readv/writev, no signals to the harness (kill, tgkill,
+//     rt_sigqueueinfo, pidfd_open of its pid, its group, or -1).
 // The harness itself is made non-dumpable (conformance_run.cpp), so a process of the same user
-// cannot read its /proc/<pid>/mem or environ. Not covered: a root worker still reads what root
-// reads (a user namespace would be needed), and the report folder is reachable by path (the
-// harness writes it only at the end, through a fresh temporary file and a rename).
+// cannot read its /proc/<pid>/mem or environ, and it writes the reports relative to directory
+// descriptors opened before the run (reports/report_files.h), so a folder swapped for a symlink
+// where namespaces are refused redirects nothing. Not covered: what the user running opconform
+// may read, a worker may read too (files outside the report folders are not hidden).
 #include "opconform/harness/worker_sandbox.h"
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -43,6 +51,12 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 
 bool limits(const SandboxOptions& options) {
   bool ok = true;
+  // Processes (threads too) of the user: only ever lowered; root is not held by it.
+  rlimit nproc{};
+  if (::getrlimit(RLIMIT_NPROC, &nproc) == 0 && nproc.rlim_cur > options.process_limit) {
+    nproc.rlim_cur = options.process_limit;
+    ok = ::setrlimit(RLIMIT_NPROC, &nproc) == 0 && ok;
+  }
   const rlimit no_core{0, 0};
   ok = ::setrlimit(RLIMIT_CORE, &no_core) == 0 && ok;
   const rlimit fsize{options.file_size_limit, options.file_size_limit};
@@ -94,6 +108,54 @@ bool scrub_environment(const SandboxOptions& options) {
   return block;
 }
 
+bool write_file(const char* path, const std::string& text) {
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+// Bind-mounts `path` onto itself read-only. A remount must keep the flags the mount has (in a
+// user namespace the kernel locks nosuid, nodev, noexec and the atime ones), as bubblewrap does.
+bool bind_read_only(const std::string& path) {
+  if (::mount(path.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) return false;
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) != 0) return false;
+  unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
+  const std::pair<unsigned long, unsigned long> kept[] = {{ST_NOSUID, MS_NOSUID},       {ST_NODEV, MS_NODEV},
+                                                          {ST_NOEXEC, MS_NOEXEC},       {ST_NOATIME, MS_NOATIME},
+                                                          {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME}};
+  for (auto [has, keep] : kept)
+    if ((fs.f_flag & has) != 0) flags |= keep;
+  return ::mount(nullptr, path.c_str(), nullptr, flags, nullptr) == 0;
+}
+
+// A user namespace where the machine allows one (a root worker then has no capability over the
+// harness: it cannot read a non-dumpable process's /proc files), else, as root, none; then mount
+// and network namespaces, the report folders read-only in the new mount namespace. Returns the
+// layers entered.
+unsigned enter_namespaces(const SandboxOptions& options) {
+  const uid_t uid = ::getuid();
+  const gid_t gid = ::getgid();
+  unsigned layers = 0;
+  if (::unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET) == 0) {
+    // The same ids inside, so files keep their owners; setgroups must be denied first.
+    if (!write_file("/proc/self/setgroups", "deny") ||
+        !write_file("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1") ||
+        !write_file("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1"))
+      return 0;
+    layers |= kLayerUserNamespace;
+  } else if (::unshare(CLONE_NEWNS | CLONE_NEWNET) != 0) {
+    return 0;
+  }
+  // Nothing of ours propagates back to the harness's mount namespace.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 0;
+  for (const auto& path : options.read_only)
+    if (!bind_read_only(path)) return 0;
+  return layers | kLayerNamespaces;
+}
+
 bool seccomp_filter(pid_t harness) {
 #if defined(OPCONFORM_WITH_SECCOMP)
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -138,6 +200,8 @@ bool kept_by_default(const std::string& name) {
 unsigned enter_sandbox(const SandboxOptions& options, pid_t harness) {
   unsigned layers = 0;
   if (::setpgid(0, 0) == 0 || ::getpgrp() == ::getpid()) layers |= kLayerProcessGroup;
+  if (!options.enabled) return layers;
+  layers |= enter_namespaces(options);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0) layers |= kLayerNoNewPrivs;
   if (limits(options)) layers |= kLayerLimits;
   try {
@@ -149,6 +213,9 @@ unsigned enter_sandbox(const SandboxOptions& options, pid_t harness) {
 }
 
 std::string describe_layers(unsigned layers, const SandboxOptions& options) {
+  if (!options.enabled)
+    return std::string((layers & kLayerProcessGroup) != 0 ? "process group" : "NO process group") +
+           ", NO sandbox (--no-sandbox)";
   std::string out;
   auto add = [&](unsigned layer, const std::string& on, const std::string& off) {
     out += (out.empty() ? "" : ", ") + ((layers & layer) != 0 ? on : off);
@@ -156,10 +223,15 @@ std::string describe_layers(unsigned layers, const SandboxOptions& options) {
   add(kLayerProcessGroup, "process group", "NO process group");
   add(kLayerNoNewPrivs, "no new privileges", "new privileges POSSIBLE");
   add(kLayerLimits,
-      "limits (no core, files <= " + std::to_string(options.file_size_limit >> 20) + " MiB" +
+      "limits (no core, files <= " + std::to_string(options.file_size_limit >> 20) + " MiB, processes <= " +
+          std::to_string(options.process_limit) +
           (options.memory_limit ? ", memory <= " + std::to_string(*options.memory_limit >> 20) + " MiB" : "") + ")",
       "NO limits");
   add(kLayerEnvironment, "scrubbed environment", "environment NOT scrubbed");
+  add(kLayerNamespaces,
+      std::string("namespaces (") + ((layers & kLayerUserNamespace) != 0 ? "user, " : "") +
+          "mount, network: no network, report folders read-only)",
+      "NO namespaces (unshare refused: report folders writable, protected by descriptors only)");
   add(kLayerSeccomp, "seccomp (no network, no ptrace, no signals to the harness)", "NO seccomp filter");
   return out;
 }

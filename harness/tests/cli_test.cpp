@@ -93,8 +93,13 @@ TEST_F(Cli, CrashesAndHangsAreResultsAndTheRunCompletes) {
     }
   }
   for (const auto& c : r.results) {
-    if (c.outcome == Outcome::crashed) {
-      EXPECT_NE(c.message.find("SIGSEGV"), std::string::npos) << c.message;
+    if (c.outcome == Outcome::crashed || c.outcome == Outcome::timed_out) {
+      if (c.outcome == Outcome::crashed) EXPECT_NE(c.message.find("SIGSEGV"), std::string::npos) << c.message;
+      // The sample it was on, and a seed that replays the case.
+      ASSERT_TRUE(c.minimal_input.has_value()) << c.message;
+      EXPECT_NE(c.minimal_input->find("sample 1 of 3: x: float64["), std::string::npos) << *c.minimal_input;
+      EXPECT_NE(c.message.find("it was on sample 1 of 3"), std::string::npos) << c.message;
+      EXPECT_NE(c.repro.find(" --seed "), std::string::npos) << c.repro;
     }
   }
 }
@@ -172,7 +177,11 @@ TEST_F(Cli, WorkersHaveNoNetworkNoSecretsAndCannotSignalTheHarness) {
     for (const auto& [check, o] : outcomes_of(r, op)) EXPECT_EQ(o, Outcome::passed) << op << " " << check;
 #endif
   EXPECT_NE(r.info.sandbox.find("scrubbed environment"), std::string::npos) << r.info.sandbox;
-  for (const auto& [check, o] : outcomes_of(r, "hostile::secret")) EXPECT_EQ(o, Outcome::passed) << check;
+  // The harness's /proc files: out of reach for a non-root worker (the harness is not dumpable)
+  // and for a root one inside a user namespace; a root worker without one reads them.
+  const bool harness_reachable = ::getuid() == 0 && r.info.sandbox.find("namespaces (user,") == std::string::npos;
+  for (const auto& [check, o] : outcomes_of(r, "hostile::secret"))
+    EXPECT_EQ(o, harness_reachable ? Outcome::failed : Outcome::passed) << check;
 #if !defined(__SANITIZE_ADDRESS__)
   for (const auto& c : r.results) {
     if (c.op != "hostile::memory") continue;
@@ -183,6 +192,112 @@ TEST_F(Cli, WorkersHaveNoNetworkNoSecretsAndCannotSignalTheHarness) {
 #else
   (void)status;
 #endif
+}
+
+// Note [No plugin code in the harness]: what a library does in its constructor or destructor
+// costs its checks at most; this process never loads it (it would crash or hang this test).
+class LifecycleEnv {
+ public:
+  LifecycleEnv(const std::string& mode, const fs::path& marker, const fs::path& report_dir = {}) {
+    ::setenv("LIFECYCLE_MODE", mode.c_str(), 1);
+    ::setenv("LIFECYCLE_MARKER", marker.c_str(), 1);
+    ::setenv("LIFECYCLE_REPORT_DIR", report_dir.c_str(), 1);
+  }
+  ~LifecycleEnv() {
+    for (const char* name : {"LIFECYCLE_MODE", "LIFECYCLE_MARKER", "LIFECYCLE_REPORT_DIR"}) ::unsetenv(name);
+  }
+  static std::vector<std::string> pass() {
+    return {"--pass-env", "LIFECYCLE_MODE", "--pass-env", "LIFECYCLE_MARKER", "--pass-env", "LIFECYCLE_REPORT_DIR"};
+  }
+};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST_F(Cli, ALibraryThatCrashesOrHangsOnItsSecondLoadCostsChecksNotTheRun) {
+  for (const std::string mode : {"crash_second_load", "hang_second_load"}) {
+    SCOPED_TRACE(mode);
+    LifecycleEnv env(mode, dir_ / (mode + ".marker"));
+    const auto start = std::chrono::steady_clock::now();
+    // The probe loads it first (and creates the marker); the worker's load is the second.
+    const int status = run(with({"check", "--library", OPCONFORM_LIFECYCLE_PLUGIN, "--ops", "lifecycle::twice",
+                                 "--checks", "test_schema,determinism", "--samples", "2", "--jobs", "1", "--timeout", "1"},
+                                LifecycleEnv::pass()),
+                           mode);
+    EXPECT_EQ(status, 1);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+    const auto r = report(mode);
+    ASSERT_EQ(r.results.size(), 2u);
+    EXPECT_EQ(r.results[0].check, "test_schema");
+    EXPECT_EQ(r.results[0].outcome, mode == "crash_second_load" ? Outcome::crashed : Outcome::timed_out)
+        << r.results[0].message;
+    EXPECT_NE(r.results[0].message.find("while the worker loaded the library"), std::string::npos)
+        << r.results[0].message;
+    EXPECT_EQ(r.results[1].outcome, Outcome::skipped);
+    EXPECT_NE(r.results[1].message.find("not run"), std::string::npos) << r.results[1].message;
+  }
+  // list and doctor learn what a library registers the same way: a crash in loading is theirs to report.
+  EXPECT_EQ(opconform_main({"list", "--library", OPCONFORM_CRASHING_REGISTRATION_PLUGIN}), 3);
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(opconform_main({"doctor", "--library", OPCONFORM_CRASHING_REGISTRATION_PLUGIN}), 1);
+  EXPECT_NE(testing::internal::GetCapturedStdout().find("crashed the process"), std::string::npos);
+}
+
+TEST_F(Cli, ALibrarysDestructorNeverRunsInTheHarness) {
+  for (const std::string mode : {"crash_in_destructor", "forge_in_destructor"}) {
+    SCOPED_TRACE(mode);
+    LifecycleEnv env(mode, dir_ / "unused", dir_ / mode);
+    EXPECT_EQ(run(with({"check", "--library", OPCONFORM_LIFECYCLE_PLUGIN, "--ops", "lifecycle::twice", "--checks",
+                        "test_schema,determinism", "--samples", "2", "--jobs", "1"},
+                       LifecycleEnv::pass()),
+                  mode),
+              0);
+    const auto r = report(mode);  // parses: not "all passed"
+    ASSERT_EQ(r.results.size(), 2u);
+    for (const auto& c : r.results) EXPECT_EQ(c.outcome, Outcome::passed) << c.check << ": " << c.message;
+  }
+}
+
+// Note [Threads a kernel leaves running]
+TEST_F(Cli, ACrashOnAThreadAfterTheKernelReturnedIsChargedToTheCheckThatRanIt) {
+  LifecycleEnv env("", dir_ / "late.marker");
+  EXPECT_EQ(run(with({"check", "--library", OPCONFORM_LIFECYCLE_PLUGIN, "--ops", "lifecycle::late_crash", "--checks",
+                      "test_schema,determinism", "--samples", "2", "--jobs", "1"},
+                     LifecycleEnv::pass())),
+            1);
+  const auto r = report();
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].check, "test_schema");
+  EXPECT_EQ(r.results[0].outcome, Outcome::crashed) << r.results[0].message;
+  EXPECT_NE(r.results[0].message.find("on a thread the check's kernel started"), std::string::npos)
+      << r.results[0].message;
+  EXPECT_EQ(r.results[1].outcome, Outcome::passed) << r.results[1].message;  // the next check is not blamed
+}
+
+// A kernel that writes into the report folder and swaps it for a symlink redirects nothing:
+// read-only in the worker's mount namespace, or written through the descriptor opened before.
+TEST_F(Cli, TheReportFolderIsOutOfTheWorkersReach) {
+  const fs::path folder = dir_ / "report";
+  LifecycleEnv env("", dir_ / "unused", folder);
+  EXPECT_EQ(run(with({"check", "--library", OPCONFORM_LIFECYCLE_PLUGIN, "--ops", "lifecycle::report_writer",
+                      "--checks", "test_schema", "--samples", "2", "--jobs", "1"},
+                     LifecycleEnv::pass())),
+            0);
+  EXPECT_FALSE(fs::exists(dir_ / "report.evil" / "report.json"));
+  const bool namespaces = !fs::is_symlink(folder);
+  const fs::path written = namespaces ? folder : dir_ / "report.moved";
+  std::ifstream in(written / "report.json");
+  const auto r = reports::report_from_json(std::string(std::istreambuf_iterator<char>(in), {}));
+  ASSERT_EQ(r.results.size(), 1u);
+  EXPECT_EQ(r.results[0].outcome, Outcome::passed) << r.results[0].message;
+  if (namespaces) {
+    EXPECT_NE(r.info.sandbox.find("network: no network, report folders read-only)"), std::string::npos)
+        << r.info.sandbox;
+  } else {
+    EXPECT_NE(r.info.sandbox.find("NO namespaces"), std::string::npos) << r.info.sandbox;
+  }
 }
 
 TEST_F(Cli, SigintStopsTheRunAndWritesAPartialReportMarkedInterrupted) {
@@ -461,6 +576,32 @@ TEST(Workers, HealthyWorkersAreReused) {
   EXPECT_EQ(done, cases.size());
   EXPECT_EQ(pids.size(), 2u) << "two workers for twelve cases";
   EXPECT_EQ(pids.count(getpid()), 0u) << "the cases ran outside this process";
+}
+
+// The progress line hears of the checks running now, with their time (WorkerOptions::on_running).
+TEST(Workers, RunningChecksAreToldWithTheirTime) {
+  std::vector<PlannedCase> cases(1, PlannedCase{"op", "cpu", "float64", {"slow"}});
+  CaseFunction run = [](size_t, size_t, const std::function<void(size_t)>& started,
+                        const std::function<void(const reports::CaseResult&)>& result) {
+    started(0);
+    ::usleep(1'300'000);
+    result({"op", "slow", "cpu", "float64", Outcome::passed, "", "", {}, 0});
+  };
+  WorkerOptions options{1, 10};
+  double longest = 0;
+  size_t calls = 0;
+  options.on_running = [&](const std::vector<WorkerOptions::Running>& running) {
+    ++calls;
+    for (const auto& r : running) {
+      EXPECT_EQ(r.case_index, 0u);
+      EXPECT_EQ(r.check_index, 0u);
+      longest = std::max(longest, r.seconds);
+    }
+  };
+  run_isolated(cases, run, options, [](size_t, std::vector<reports::CaseResult>) {});
+  EXPECT_GE(calls, 2u);
+  EXPECT_GE(longest, 0.5);
+  EXPECT_LT(longest, 2.0);
 }
 
 }  // namespace

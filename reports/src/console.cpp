@@ -104,7 +104,7 @@ void ConsoleListener::on_run_start(const RunInfo& info, size_t total_cases) {
   std::fflush(out_);
 }
 
-std::string ConsoleListener::progress(size_t done, size_t total, const std::vector<CaseResult>& results) const {
+std::string ConsoleListener::progress(size_t done, size_t total, const std::string& tail) const {
   const double elapsed = std::chrono::duration<double>(clock_() - start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
   const std::string total_text = std::to_string(total);
@@ -114,11 +114,52 @@ std::string ConsoleListener::progress(size_t done, size_t total, const std::vect
   line += paint(std::to_string(failures_) + " failing", kRed, options_.color && failures_ > 0);
   line += "  " + detail::fixed(rate, 1) + " cases/s  ETA ";
   line += rate > 0 ? clock_time(static_cast<double>(total - std::min(done, total)) / rate) : std::string("-:--");
-  if (!results.empty()) {
-    line += "  " + detail::one_line_text(results.front().op);
-    if (!results.front().dtype.empty()) line += " " + detail::one_line_text(results.front().dtype);
-  }
+  if (!tail.empty()) line += "  " + tail;
   return line;
+}
+
+namespace {
+// "aten::add float32", the case a progress line ends with.
+std::string case_text(const std::vector<CaseResult>& results) {
+  if (results.empty()) return "";
+  std::string text = detail::one_line_text(results.front().op);
+  if (!results.front().dtype.empty()) text += " " + detail::one_line_text(results.front().dtype);
+  return text;
+}
+
+std::string running_text(const RunningCheck& r) {
+  return detail::one_line_text(r.op) + " " + r.check + " [" + r.device + (r.dtype.empty() ? "" : ", " + r.dtype) +
+         "]";
+}
+}  // namespace
+
+void ConsoleListener::on_running(const std::vector<RunningCheck>& running) {
+  if (options_.quiet) return;
+  if (options_.terminal) {
+    if (running.empty()) return;
+    const RunningCheck& longest = running.front();
+    std::string tail = "running " + running_text(longest) + " " + clock_time(longest.seconds);
+    if (running.size() > 1) tail += " (+" + std::to_string(running.size() - 1) + ")";
+    draw_progress(progress(done_, total_, tail));
+    std::fflush(out_);
+    return;
+  }
+  // Off a terminal, a log shows a check that takes long at 10 s, 20 s, 40 s, ...
+  std::vector<std::pair<std::string, double>> still;
+  for (const auto& r : running) {
+    const std::string key = running_text(r);
+    double threshold = 10;
+    for (const auto& [k, printed] : reported_)
+      if (k == key) threshold = printed * 2;
+    if (r.seconds >= threshold) {
+      std::fprintf(out_, "still running: %s for %s\n", key.c_str(), clock_time(r.seconds).c_str());
+      still.emplace_back(key, threshold);
+    } else {
+      still.emplace_back(key, threshold / 2);
+    }
+  }
+  reported_ = std::move(still);
+  std::fflush(out_);
 }
 
 void ConsoleListener::clear_progress() {
@@ -161,14 +202,15 @@ void ConsoleListener::on_case_done(const std::vector<CaseResult>& results, size_
     std::fprintf(out_, "%s\n", line.c_str());
     if (!r.repro.empty()) std::fprintf(out_, "            repro: %s\n", detail::one_line_text(r.repro, 4096).c_str());
   }
+  done_ = done, total_ = total;
   if (options_.terminal) {
-    draw_progress(progress(done, total, results));
+    draw_progress(progress(done, total, case_text(results)));
   } else if (total > 0) {
     // A plain line each time another tenth of the cases is done.
     const size_t percent = std::min(done, total) * 10 / total * 10;
     if (percent > last_line_percent_) {
       last_line_percent_ = percent;
-      std::fprintf(out_, "%s\n", progress(done, total, results).c_str());
+      std::fprintf(out_, "%s\n", progress(done, total, case_text(results)).c_str());
     }
   }
   std::fflush(out_);

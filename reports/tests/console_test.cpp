@@ -115,6 +115,36 @@ std::string summary_of(const Report& report) {
   return text;
 }
 
+// A check that runs long shows in a log at 10 s, 20 s, 40 s, ...; on a terminal, the progress
+// line names the check running longest and its time.
+TEST(ReportsConsole, ALongRunningCheckIsShown) {
+  for (const bool terminal : {false, true}) {
+    std::FILE* file = std::tmpfile();
+    ASSERT_NE(file, nullptr);
+    ConsoleOptions options;
+    options.terminal = terminal;
+    ConsoleListener listener(file, options);
+    listener.on_run_start({}, 4);
+    for (double seconds : {3.0, 10.2, 15.0, 21.0}) {
+      listener.on_running({{"aten::slow", "gradcheck", "cpu", "float64", seconds}, {"aten::x", "a", "cpu", "", 1.0}});
+    }
+    std::rewind(file);
+    std::string text;
+    char buffer[4096];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, file)) > 0;) text.append(buffer, n);
+    std::fclose(file);
+    if (terminal) {
+      EXPECT_THAT(text, HasSubstr("running aten::slow gradcheck [cpu, float64] 0:21 (+1)"));
+      EXPECT_THAT(text, Not(HasSubstr("still running")));
+    } else {
+      EXPECT_THAT(text, HasSubstr("still running: aten::slow gradcheck [cpu, float64] for 0:10\n"
+                                  "still running: aten::slow gradcheck [cpu, float64] for 0:21\n"));
+      EXPECT_THAT(text, Not(HasSubstr("for 0:15")));
+      EXPECT_THAT(text, Not(HasSubstr("aten::x")));
+    }
+  }
+}
+
 // Note [Untested is not a pass]: a run whose results are all skipped says FAIL, and why.
 TEST(ReportsConsole, AnUntestedRunSaysFailAndInferenceOnlyOpsAreCounted) {
   Report report;

@@ -43,6 +43,12 @@ struct OpcheckOptions {
   std::function<void(const std::string& check)> on_check_start;
   // Called with each check's result as soon as it is known (before the next check starts).
   std::function<void(const CheckResult& result)> on_check_done;
+  // Over generated samples: called once with the samples, then with each sample's index as a
+  // check starts on it (the harness's workers note it, so a crash or a hang names its sample),
+  // and with kShrinking as the search for a smaller failing sample starts (after the last index).
+  static constexpr size_t kShrinking = static_cast<size_t>(-1);
+  std::function<void(const std::vector<Sample>& samples)> on_samples;
+  std::function<void(size_t index)> on_sample;
 };
 
 using OpcheckResults = std::map<std::string, CheckResult>;

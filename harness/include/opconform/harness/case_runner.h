@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "opconform/conformance/generate.h"
 #include "opconform/core/registry.h"
 #include "opconform/harness/plan.h"
 #include "opconform/reports/report.h"
@@ -21,6 +22,10 @@ struct CaseContext {
   std::optional<int64_t> large_max_numel;
   std::string repro_prefix;       // "opconform check --library x.so" (the rest is added per result)
 };
+
+// What the case's samples are generated from: the reference's case spec with the context's
+// overrides (OPCONFORM_SEED wins); its seed is the one a repro line gives.
+conformance::GenerateSpec case_generate_spec(const CaseContext& ctx, const PlannedCase& c);
 
 // Runs `checks` (a subset of c.checks, in order) on the case. on_check_start hears of each check
 // as it starts, on_result of each result as soon as it is known (a worker sends it at once, so a

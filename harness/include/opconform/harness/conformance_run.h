@@ -2,13 +2,15 @@
 // plan the cases, run them (isolated in workers, or in this process), tell the listeners, write
 // the report files atomically. `opconform run`, `check` and `repro` are this with other defaults.
 #pragma once
-#include "opconform/harness/worker_sandbox.h"
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "opconform/harness/plan.h"
+#include "opconform/harness/worker_sandbox.h"
 #include "opconform/reports/report.h"
+#include "opconform/reports/report_files.h"
 
 namespace opconform::harness {
 
@@ -23,10 +25,16 @@ struct RunRequest {
   std::string report_dir = "opconform-report";  // default place of the four report files
   std::optional<std::string> json, junit, markdown, html;  // explicit paths ("" = do not write)
   bool write_reports = true;
+  // The report files opened before the run (the CLI opens them while it checks its arguments);
+  // null: run_conformance opens them from the paths above.
+  std::shared_ptr<const reports::ReportFiles> report_files;
   bool verbose = false;            // print every non-passing result in full (repro)
   reports::FailPolicy fail_on;     // --fail-on (recorded in the report)
   std::string command;             // the command line, for the report
 };
+
+// The report paths of a request.
+reports::ReportPaths report_paths(const RunRequest& request);
 
 struct RunOutcome {
   reports::Report report;    // also written to the files

@@ -6,8 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "opconform/adapters/loader.h"
-#include "opconform/core/registry.h"
+#include "opconform/adapters/library_manifest.h"
 
 namespace opconform::harness {
 
@@ -47,11 +46,10 @@ struct PlannedCase {
 // Throws opconform::Error naming the first unknown check, device or dtype (or an unusable device).
 void validate(const PlanOptions& options);
 
-// The cases for the ops of `library` (or, when null, every op of the reference registry), with
-// the dtypes the plugin declared or the reference lists, filtered by the options, sharded.
-// Validates the options first (validate()).
-std::vector<PlannedCase> plan_cases(const Registry& registry, const adapters::LoadedLibrary* library,
-                                    const PlanOptions& options);
+// The cases for the ops of `library` (or, when null, every op of the reference), with the dtypes
+// the plugin declared or the reference lists, filtered by the options, sharded. Validates the
+// options first (validate()).
+std::vector<PlannedCase> plan_cases(const adapters::LibraryManifest* library, const PlanOptions& options);
 
 // Every check a run may use, in the order they run.
 std::vector<std::string> all_checks(bool against_reference);

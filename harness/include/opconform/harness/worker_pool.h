@@ -2,8 +2,10 @@
 // crashes (a signal) or hangs (past the time-out) costs one check, not the run.
 //
 // Protocol: the harness sends "<case index> <first check index>" lines; a worker replies in
-// frames (worker_frames.h) on a pipe at a high fd: "S <check index>" as each check starts, "R
-// <json result>" as each result is known, and "D" when the case is done. The channel is
+// frames (worker_frames.h) on a pipe at a high fd: "L" once, as it starts its setup (loading the
+// library), "S <check index>" as each check starts, "W" when the check's kernel left threads
+// running that the worker waits for before it sends the result (a crash then is that check's),
+// "R <json result>" as each result is known, and "D" when the case is done. The channel is
 // untrusted (Note [The worker channel is untrusted] in worker_pool.cpp): a malformed or forged
 // message makes the running check `crashed` ("protocol error") and replaces the worker. A worker
 // that dies mid-check gets that check reported `crashed` (with the signal; death is seen by
@@ -13,6 +15,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "opconform/harness/plan.h"
@@ -31,6 +34,19 @@ struct WorkerOptions {
   std::function<bool()> stop;
   // The repro line of a result the harness makes itself (crashed, timed_out).
   std::function<std::string(const reports::CaseResult&)> repro;
+  // Run in each worker once, inside the sandbox, before its first case: where it loads the
+  // library under test (Note [No plugin code in the harness]). Must not throw. A worker that
+  // dies or hangs in it costs the check it was started for (its message says "while the worker
+  // loaded the library"), and no further worker is started: checks that would need one are
+  // skipped, saying why.
+  std::function<void()> setup;
+  // Called about twice a second with the checks running now: (case index, check index, seconds
+  // it has run), the longest-running first.
+  struct Running {
+    size_t case_index, check_index;
+    double seconds;
+  };
+  std::function<void(const std::vector<Running>&)> on_running;
 };
 
 // Runs a case's checks from `first_check` on (in the worker: in-process, after fork), telling
@@ -43,6 +59,13 @@ using CaseFunction = std::function<void(size_t case_index, size_t first_check,
 // this process as each case completes (results in check order, one per check).
 void run_isolated(const std::vector<PlannedCase>& cases, const CaseFunction& run, const WorkerOptions& options,
                   const std::function<void(size_t, std::vector<reports::CaseResult>)>& on_done);
+
+// In a worker: what the running check is on now (a sample's description), kept in memory the
+// harness reads when the worker dies or is stopped, so a crashed or timed_out result names its
+// sample. Cheap (a copy of at most 4 KB); does nothing outside a worker.
+void note_running(std::string_view text);
+// Whether this process is a worker (note_running keeps what it is told).
+bool in_worker();
 
 // In a child that runs untrusted code: the fatal signals back to their default action, so a crash
 // ends the process with its signal even where a sanitizer installed handlers of its own.

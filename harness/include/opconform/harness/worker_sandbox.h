@@ -13,9 +13,13 @@
 namespace opconform::harness {
 
 struct SandboxOptions {
+  bool enabled = true;  // false (--no-sandbox): a process group only, for debugging and measuring
   std::vector<std::string> pass_env;      // environment variables kept besides the defaults
   std::optional<uint64_t> memory_limit;   // bytes of address space (RLIMIT_AS); nullopt: none
   uint64_t file_size_limit = uint64_t{4} << 30;  // RLIMIT_FSIZE: a kernel cannot fill the disk
+  uint64_t process_limit = 16384;                // RLIMIT_NPROC (lowered only): a fork bomb stops there
+  // Directories a worker sees read-only (the report folders), where namespaces are allowed.
+  std::vector<std::string> read_only;
 };
 
 enum SandboxLayer : unsigned {
@@ -24,6 +28,8 @@ enum SandboxLayer : unsigned {
   kLayerLimits = 1u << 2,       // core dumps off, file size, memory when asked
   kLayerEnvironment = 1u << 3,  // scrubbed, the initial block overwritten
   kLayerSeccomp = 1u << 4,      // no network, no ptrace, no signals to the harness
+  kLayerNamespaces = 1u << 5,   // mount and network namespaces: read-only report folders, no network
+  kLayerUserNamespace = 1u << 6,  // ... inside a user namespace: no capability over the harness, root or not
 };
 
 // In the worker, after fork: enters every layer it can; returns those that took effect. Never

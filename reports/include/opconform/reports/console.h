@@ -1,6 +1,7 @@
 // Console output of a run: on a terminal, one progress line redrawn in place (cases done of
-// total, failures so far, rate, ETA); otherwise a plain line per finished case that did not pass
-// and a line every few percent. Colour only on a terminal and never when NO_COLOR is set
+// total, failures so far, rate, ETA, and the check running longest with its time); otherwise a
+// plain line per finished case that did not pass, a line every tenth of the cases, and a "still
+// running" line when a check has run 10 s, 20 s, 40 s, ... Colour only on a terminal and never when NO_COLOR is set
 // (https://no-color.org). At the end, a summary with counts per outcome, the untested cases with
 // their reasons, the ops the library offers without a backward ("inference only"), and PASS or
 // FAIL by the report's FailPolicy.
@@ -41,10 +42,12 @@ class ConsoleListener : public Listener {
   ConsoleListener(std::FILE* out, ConsoleOptions options, Clock clock);
   void on_run_start(const RunInfo& info, size_t total_cases) override;
   void on_case_done(const std::vector<CaseResult>& results, size_t done, size_t total) override;
+  void on_running(const std::vector<RunningCheck>& running) override;
   void on_run_end(const Report& report) override;
 
  private:
-  std::string progress(size_t done, size_t total, const std::vector<CaseResult>& results) const;
+  // The progress line; `tail` ends it (the case just done, or the check running longest).
+  std::string progress(size_t done, size_t total, const std::string& tail) const;
   void draw_progress(const std::string& line);
   void clear_progress();
   void print_untested(const Report& report);
@@ -57,6 +60,9 @@ class ConsoleListener : public Listener {
   size_t failures_ = 0;
   size_t last_line_percent_ = 0;
   size_t drawn_width_ = 0;  // columns of the progress line now on the terminal (0: none)
+  size_t done_ = 0, total_ = 0;  // as of the last on_case_done
+  // Off a terminal: the running checks' "still running" thresholds already printed (seconds).
+  std::vector<std::pair<std::string, double>> reported_;
 };
 
 }  // namespace opconform::reports

@@ -1,13 +1,21 @@
 // Listener: the one interface through which a run's results reach writers (console progress,
 // files written at the end). The harness calls on_run_start once, on_case_done after each case
-// (op x device x dtype, all its checks), on_run_end once with the complete report.
+// (op x device x dtype, all its checks), on_running about twice a second while checks run in
+// workers, on_run_end once with the complete report.
 #pragma once
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "opconform/reports/report.h"
 
 namespace opconform::reports {
+
+// A check running now and for how long (Listener::on_running).
+struct RunningCheck {
+  std::string op, check, device, dtype;
+  double seconds = 0;
+};
 
 class Listener {
  public:
@@ -17,6 +25,8 @@ class Listener {
   virtual void on_case_done(const std::vector<CaseResult>& results, size_t done, size_t total) {
     (void)results, (void)done, (void)total;
   }
+  // The checks running now, the longest-running first (empty: none).
+  virtual void on_running(const std::vector<RunningCheck>& running) { (void)running; }
   virtual void on_run_end(const Report& report) { (void)report; }
 };
 
@@ -29,6 +39,9 @@ class Listeners : public Listener {
   }
   void on_case_done(const std::vector<CaseResult>& results, size_t done, size_t total) override {
     for (auto* l : listeners_) l->on_case_done(results, done, total);
+  }
+  void on_running(const std::vector<RunningCheck>& running) override {
+    for (auto* l : listeners_) l->on_running(running);
   }
   void on_run_end(const Report& report) override {
     for (auto* l : listeners_) l->on_run_end(report);

@@ -3,7 +3,6 @@
 #pragma once
 #include <filesystem>
 #include <string>
-#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -37,17 +36,5 @@ std::string to_html(const Report& report);
 // Writes `content` to `path` through a temporary file in the same directory and a rename (parents
 // created); throws opconform::Error naming the path on failure.
 void write_atomically(const std::filesystem::path& path, std::string_view content);
-
-// The four report files of a run: each given path, or <dir>/report.json, junit.xml, report.md,
-// report.html where none is given; an empty path skips that format. Returns the paths written.
-struct ReportPaths {
-  std::filesystem::path dir = "opconform-report";
-  std::optional<std::string> json, junit, markdown, html;
-};
-std::vector<std::string> write_report_files(const Report& report, const ReportPaths& paths);
-// Before a run: each report file's directory exists (created) and takes a new file, and no path is
-// a directory; throws opconform::Error naming the path otherwise, so that a run whose reports
-// could not be written fails before any check runs instead of after all of them.
-void check_report_paths(const ReportPaths& paths);
 
 }  // namespace opconform::reports

@@ -1,0 +1,230 @@
+// Note [No plugin code in the harness]: a library under test may crash, hang, fork or lie in
+// its constructor, its register_ops or its destructor, and may behave differently the second
+// time it is loaded. So the harness never dlopens it: a probe child (sandboxed like a worker,
+// its output captured) loads it once and sends a manifest of what it registered; the harness
+// plans, lists and diagnoses from that data; each worker loads the library itself when it
+// starts (worker_pool.h: WorkerOptions::setup), so a load that crashes or hangs there costs
+// checks, not the run; no process that loaded it runs its destructors (workers end with
+// _exit). The exit status and the report files come only from the harness. `--jobs 0` is the
+// one exception, asked for by name: the library runs in this process, without isolation.
+#include "opconform/harness/library_probe.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "opconform/harness/worker_frames.h"
+#include "opconform/harness/worker_pool.h"
+
+namespace opconform::harness {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+[[noreturn]] void probe_child(const std::string& path, const Registry& schemas, const SandboxOptions& sandbox,
+                              pid_t parent, int channel, int output) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) _exit(0);
+  enter_sandbox(sandbox, parent);
+  const int replies = ::fcntl(channel, F_DUPFD_CLOEXEC, 900);
+  if (replies < 0) _exit(5);
+  ::close(channel);
+  ::dup2(output, STDOUT_FILENO), ::dup2(output, STDERR_FILENO), ::close(output);
+  if (const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) ::dup2(null, STDIN_FILENO), ::close(null);
+  signal(SIGPIPE, SIG_IGN);
+  default_fatal_signals();
+  std::string message;
+  try {
+    // Never destroyed: unloading would run the library's destructors, which may crash or forge.
+    auto* scratch = new Registry;
+    auto* library = adapters::load_plugin(path, *scratch, {.schemas = &schemas}).release();
+    message = "M" + manifest_to_json(adapters::describe_library(*library, *scratch));
+  } catch (const std::exception& e) {
+    message = std::string("E") + e.what();
+  }
+  _exit(write_all(replies, encode_frame(message)) ? 0 : 4);  // no destructor of the library runs
+}
+
+reports::CaseResult load_result(const std::string& path, reports::Outcome outcome, std::string message) {
+  reports::CaseResult r;
+  r.op = path, r.check = "load", r.outcome = outcome, r.message = std::move(message);
+  return r;
+}
+
+}  // namespace
+
+ProbeResult probe_library(const std::string& path, const Registry& schemas, double timeout_s,
+                          const SandboxOptions& sandbox) {
+  int channel[2], output[2];
+  if (::pipe2(channel, O_CLOEXEC) != 0 || ::pipe2(output, O_CLOEXEC) != 0)
+    return {std::nullopt, load_result(path, reports::Outcome::failed, std::string("cannot create a pipe: ") + std::strerror(errno))};
+  std::fflush(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(channel[0]), ::close(output[0]);
+    probe_child(path, schemas, sandbox, parent, channel[1], output[1]);
+  }
+  ::close(channel[1]), ::close(output[1]);
+  if (pid < 0) {
+    ::close(channel[0]), ::close(output[0]);
+    return {std::nullopt, load_result(path, reports::Outcome::failed, std::string("cannot fork: ") + std::strerror(errno))};
+  }
+  ::setpgid(pid, pid);
+  // Read the channel and the output until the child is gone (waitpid, not EOF: a process the
+  // constructor forked may hold the pipes) or the time is up.
+  FrameReader frames;
+  std::optional<std::string> message;
+  std::string output_tail;
+  bool protocol_error = false, timed_out = false;
+  int status = 0;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  char chunk[65536];
+  for (bool exited = false; !exited;) {
+    exited = ::waitpid(pid, &status, WNOHANG) == pid;
+    if (!exited && Clock::now() >= deadline) {
+      timed_out = true;
+      break;
+    }
+    pollfd fds[2] = {{channel[0], POLLIN, 0}, {output[0], POLLIN, 0}};
+    if (::poll(fds, 2, exited ? 0 : 20) <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].revents == 0 || fds[i].fd < 0) continue;
+      const ssize_t n = ::read(fds[i].fd, chunk, sizeof chunk);
+      if (n <= 0) continue;
+      if (i == 1) {
+        output_tail.append(chunk, static_cast<size_t>(n));
+        if (output_tail.size() > 2048) output_tail.erase(0, output_tail.size() - 2048);
+        continue;
+      }
+      frames.feed(std::string_view(chunk, static_cast<size_t>(n)));
+      try {
+        if (auto payload = frames.next(); payload && !message) message = std::move(*payload);
+      } catch (const ProtocolError&) {
+        protocol_error = true;
+      }
+    }
+    if (exited) {  // what it wrote before it ended is all read now
+      pollfd rest{channel[0], POLLIN, 0};
+      while (!message && !protocol_error && ::poll(&rest, 1, 0) > 0) {
+        const ssize_t n = ::read(channel[0], chunk, sizeof chunk);
+        if (n <= 0) break;
+        frames.feed(std::string_view(chunk, static_cast<size_t>(n)));
+        try {
+          if (auto payload = frames.next()) message = std::move(*payload);
+        } catch (const ProtocolError&) {
+          protocol_error = true;
+        }
+      }
+    }
+  }
+  ::kill(-pid, SIGKILL);  // the child's group: whatever a constructor started
+  if (timed_out) {
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  ::close(channel[0]), ::close(output[0]);
+  const std::string tail = output_tail.empty() ? "" : "; its last output: " + output_tail;
+  const std::string who = "plugin '" + path + "': ";
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
+  if (timed_out)
+    return {std::nullopt, load_result(path, reports::Outcome::timed_out,
+                                      who + "loading it did not finish within " + seconds +
+                                          " s (a library constructor or register_ops that never returns?)" + tail)};
+  if (protocol_error)
+    return {std::nullopt, load_result(path, reports::Outcome::crashed,
+                                      who + "protocol error: the process loading it sent bytes that are no frame "
+                                            "(does its constructor write to fds it does not own?)" + tail)};
+  if (message && message->rfind('M', 0) == 0) {
+    try {
+      return {manifest_from_json(message->substr(1)), std::nullopt};
+    } catch (const ProtocolError& e) {
+      return {std::nullopt, load_result(path, reports::Outcome::crashed, who + "protocol error: " + e.what())};
+    }
+  }
+  if (message && message->rfind('E', 0) == 0)
+    return {std::nullopt, load_result(path, reports::Outcome::failed, message->substr(1))};
+  if (WIFSIGNALED(status))
+    return {std::nullopt, load_result(path, reports::Outcome::crashed,
+                                      who + "loading it crashed the process (" + describe_signal(WTERMSIG(status)) +
+                                          "), in a library constructor or in register_ops" + tail)};
+  return {std::nullopt,
+          load_result(path, reports::Outcome::crashed,
+                      who + "the process loading it exited with status " +
+                          std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                          " before it said what the library registered (a library constructor called exit?)" + tail)};
+}
+
+std::string manifest_to_json(const adapters::LibraryManifest& m) {
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& o : m.ops) {
+    nlohmann::json op = {{"name", o.name}, {"schema", o.schema}, {"cpu", o.cpu}, {"cuda", o.cuda},
+                         {"fake", o.fake}, {"backward", o.backward}};
+    if (o.dtypes) {
+      op["dtypes"] = nlohmann::json::array();
+      for (DType d : *o.dtypes) op["dtypes"].push_back(std::string(name(d)));
+    }
+    ops.push_back(std::move(op));
+  }
+  nlohmann::json problems = nlohmann::json::array();
+  for (const auto& p : m.problems) problems.push_back({{"op", p.op}, {"message", p.message}});
+  const nlohmann::json j = {{"name", m.name},         {"version", m.version}, {"origin", m.origin},
+                            {"ops", std::move(ops)},  {"problems", std::move(problems)},
+                            {"dangling", m.dangling}};
+  // Invalid UTF-8 in a library's strings is replaced, not a reason to lose the manifest.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+adapters::LibraryManifest manifest_from_json(const std::string& text) {
+  try {
+    const auto j = nlohmann::json::parse(text);
+    adapters::LibraryManifest m;
+    m.name = j.at("name").get<std::string>(), m.version = j.at("version").get<std::string>();
+    m.origin = j.at("origin").get<std::string>();
+    for (const auto& op : j.at("ops")) {
+      adapters::ManifestOp o;
+      o.name = op.at("name").get<std::string>(), o.schema = op.at("schema").get<std::string>();
+      o.cpu = op.at("cpu").get<bool>(), o.cuda = op.at("cuda").get<bool>();
+      o.fake = op.at("fake").get<bool>(), o.backward = op.at("backward").get<bool>();
+      if (op.contains("dtypes")) {
+        o.dtypes.emplace();
+        for (const auto& d : op.at("dtypes")) {
+          auto dtype = parse_dtype(d.get<std::string>());
+          if (!dtype) throw ProtocolError("a dtype that is none: '" + d.get<std::string>().substr(0, 40) + "'");
+          o.dtypes->push_back(*dtype);
+        }
+      }
+      m.ops.push_back(std::move(o));
+    }
+    for (const auto& p : j.at("problems"))
+      m.problems.push_back({p.at("op").get<std::string>(), p.at("message").get<std::string>()});
+    m.dangling = j.at("dangling").get<std::vector<std::string>>();
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    throw ProtocolError(std::string("a manifest that does not parse: ") + e.what());
+  }
+}
+
+}  // namespace opconform::harness
