@@ -30,17 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool write_all(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 [[noreturn]] void probe_child(const std::string& path, const Registry& schemas, const SandboxOptions& sandbox,
                               pid_t parent, int channel, int output) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);

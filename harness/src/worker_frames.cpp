@@ -1,6 +1,9 @@
 #include "opconform/harness/worker_frames.h"
 
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 
 namespace opconform::harness {
 namespace {
@@ -20,6 +23,17 @@ std::string encode_frame(std::string_view payload) {
   for (int i = 0; i < 4; ++i) out += static_cast<char>((n >> (8 * i)) & 0xFF);
   out.append(payload);
   return out;
+}
+
+bool write_all(int fd, std::string_view bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
 }
 
 std::optional<std::string> FrameReader::next() {

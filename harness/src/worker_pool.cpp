@@ -28,17 +28,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using reports::CaseResult;
 
-bool write_all(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 // What a worker notes about its running check (note_running), in a shared page the pool maps
 // before the fork and reads after the worker ended. The library can scribble on it like on any of
 // its memory: what the harness reads is bounded and shown as data.

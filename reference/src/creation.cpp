@@ -60,6 +60,9 @@ std::pair<double, double> value_range(DType d) {
 // may wrap from negative values into unsigned types; infinities fit floating types; NaN fits no
 // integer type; a complex value with an imaginary part does not fit a real type).
 bool overflows(const Scalar& value, DType d) {
+  // Every value converts to bool (nonzero is True): PyTorch's full(..., 6, dtype=bool),
+  // scalar_tensor(-5, dtype=bool) and constant_pad_nd(bool, value=2.0) give True.
+  if (d == DType::Bool) return false;
   const bool floating = is_floating(d) || is_complex(d);
   // Not a structured binding: clang 14 (the fuzz preset) cannot capture one in a lambda.
   const std::pair<double, double> range = value_range(d);

@@ -702,6 +702,18 @@ Plan plan_div(std::string_view op, const std::array<Operand, 2>& operands, Round
   return p;
 }
 
+// The quotient trunc sees in PyTorch's CPU kernel, std::trunc(a / b) in the compute dtype: the
+// quotient is rounded to it first (a float32 one to float; a float16/bfloat16 one to float, then
+// to the dtype, as their operator/ does). bf16 -6.3125 / 1.0546875 = -5.985 rounds to -6: -6.
+double dtype_quotient(DType compute, double quotient) {
+  switch (compute) {
+    case DType::Float32: return static_cast<float>(quotient);
+    case DType::Float16: return static_cast<float>(Half(static_cast<float>(quotient)));
+    case DType::BFloat16: return static_cast<float>(BFloat16(static_cast<float>(quotient)));
+    default: return quotient;
+  }
+}
+
 Tensor div_values(std::string_view op, const Operand& self, const Operand& other, Rounding mode) {
   const std::array<Operand, 2> operands{self, other};
   const Plan p = plan_div(op, operands, mode);
@@ -712,7 +724,7 @@ Tensor div_values(std::string_view op, const Operand& self, const Operand& other
       return mode == Rounding::trunc ? trunc_div(a, b) : floor_div(a, b);
     } else if constexpr (std::is_same_v<W, double>) {
       if (mode == Rounding::none) return a / b;
-      return mode == Rounding::trunc ? std::trunc(a / b) : floor_div(a, b);
+      return mode == Rounding::trunc ? std::trunc(dtype_quotient(p.compute, a / b)) : floor_div(a, b);
     } else {
       return a / b;  // complex: true division only (plan_div)
     }

@@ -149,7 +149,7 @@ void check_same_rank(std::string_view op, const Tensor& a, std::string_view a_na
 int64_t check_gather(const Tensor& self, int64_t dim, const Tensor& index) {
   dim = wrap_dim(dim, self.dim(), kGather);
   if (index.numel() == 0) return dim;
-  check_int64_index(kGather, index, "index");
+  check_int_index(kGather, index, "index");  // int32 too, as PyTorch 2.x (scatter_gather_dtype_check)
   check_same_rank(kGather, index, "index", self, "self");
   for (int64_t d = 0; d < nonempty_rank(self); ++d) {
     OPCONFORM_CHECK(d == dim || nonempty_size(index, d) <= nonempty_size(self, d), ErrorCode::kInvalidArgument,
@@ -207,7 +207,7 @@ void check_reduce_dtype(Reduce r, const std::string& reduce, DType d) {
 // dim wrapped. src is null for scatter.value.
 int64_t check_scatter(std::string_view op, const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src) {
   dim = wrap_dim(dim, self.dim(), op);
-  if (index.numel() != 0) check_int64_index(op, index, "index");
+  if (index.numel() != 0) check_int_index(op, index, "index");
   if (src) {
     OPCONFORM_CHECK(src->dtype() == self.dtype(), ErrorCode::kInvalidArgument, op,
                     ": expected 'src' to have the dtype of 'self' (", name(self.dtype()), "), got ", name(src->dtype()));

@@ -31,7 +31,13 @@ TEST(CreationFull, ValuesThatDoNotFitAreRefused) {
   EXPECT_THROW(full_u8(IValue(int64_t{256})), Error);
   EXPECT_EQ(values(full_u8(IValue(int64_t{-1}))), (std::vector<double>{255}));  // wraps, as PyTorch
   EXPECT_THROW(full_u8(IValue(int64_t{-256})), Error);
-  EXPECT_THROW(call("aten::full", {IValue(Ints{1}), IValue(int64_t{2}), IValue(DType::Bool)}), Error);
+  // Every value fills bool (nonzero is True), as in PyTorch: full([1], 6, dtype=bool) is True.
+  for (const IValue& v : {IValue(int64_t{6}), IValue(int64_t{-5}), IValue(2.0), IValue(int64_t{0})})
+    EXPECT_EQ(values(call("aten::full", {IValue(Ints{1}), v, IValue(DType::Bool)})),
+              (std::vector<double>{v.to_scalar().to_double() != 0 ? 1.0 : 0.0}));
+  EXPECT_EQ(values(call("aten::scalar_tensor", {IValue(int64_t{-5}), IValue(DType::Bool)})), (std::vector<double>{1}));
+  EXPECT_EQ(values(call("aten::constant_pad_nd", {bools({false}, {1}), IValue(Ints{1, 0}), IValue(2.0)})),
+            (std::vector<double>{1, 0}));
   EXPECT_THROW(call("aten::full", {IValue(Ints{1}), IValue(complex128(1, 1)), IValue(DType::Float32)}), Error);
   EXPECT_THROW(call("aten::full", {IValue(Ints{1}), IValue(1e6), IValue(DType::Float16)}), Error);
   EXPECT_NO_THROW(call("aten::full", {IValue(Ints{1}), IValue(INFINITY), IValue(DType::Float16)}));

@@ -133,6 +133,15 @@ TEST(ElementwiseBinary, RoundedDivision) {
   EXPECT_EQ(values(divide(float_args, "trunc")), (std::vector<double>{-3}));
   EXPECT_EQ(values(divide(float_args, "floor")), (std::vector<double>{-4}));
   EXPECT_EQ(values(call("aten::div.Tensor_mode", {doubles({-7.5}, {1}), doubles({2}, {1}), IValue()})), (std::vector<double>{-3.75}));
+  // trunc sees the quotient in the dtype, as PyTorch's kernel: bf16 -6.3125 / 1.0546875 = -5.985
+  // rounds to -6 in bfloat16, so -6 (not -5); in float16 3.125 / 1.04199219 = 2.99906 rounds to 3.
+  const Tensor a16 = doubles({-6.3125}, {1}).to(DType::BFloat16), b16 = doubles({1.0546875}, {1}).to(DType::BFloat16);
+  EXPECT_EQ(values(divide({a16, b16}, "trunc")), (std::vector<double>{-6}));
+  const Tensor ah = doubles({3.125}, {1}).to(DType::Float16), bh = doubles({1.0 + 43.0 / 1024}, {1}).to(DType::Float16);
+  EXPECT_EQ(values(divide({ah, bh}, "trunc")), (std::vector<double>{3}));
+  // 0.9f / 0.1f is 8.99999963 exactly, 9.0f in float32: trunc gives 9.
+  const Tensor a32 = floats({0.9f}, {1}), b32 = floats({0.1f}, {1});
+  EXPECT_EQ(values(divide({a32, b32}, "trunc")), (std::vector<double>{9}));
   EXPECT_EQ(ints(call("aten::div.Scalar_mode", {longs({-7}, {1}), Scalar(int64_t{2}), IValue(std::string("floor"))})),
             (std::vector<int64_t>{-4}));
   // int64's minimum / -1 wraps instead of trapping.

@@ -46,7 +46,9 @@ TEST(Indexing, GatherRejectsBadIndicesNamingOpArgumentAndValue) {
   EXPECT_NE(e.find("index 3"), std::string::npos) << e;
   // No negative indices in gather (unlike advanced indexing).
   EXPECT_NE(error_of("aten::gather", {self, int64_t{0}, longs({-1}, {1}), false}).find("index -1"), std::string::npos);
-  EXPECT_NE(error_of("aten::gather", {self, int64_t{0}, from_vector<int32_t>({0}, {1}), false}).find("int64"),
+  // int32 indices are taken, as PyTorch 2.x takes them (gather and every scatter); float ones not.
+  expect_tensor(call("aten::gather", {self, int64_t{0}, from_vector<int32_t>({2, 0}, {2}), false}), {2}, {3, 1});
+  EXPECT_NE(error_of("aten::gather", {self, int64_t{0}, doubles({0}, {1}), false}).find("int64 or int32"),
             std::string::npos);
   EXPECT_NE(error_of("aten::gather", {iota({2, 2}), int64_t{0}, longs({0, 0, 0}, {1, 3}), false}).find("no larger"),
             std::string::npos);
@@ -57,6 +59,9 @@ TEST(Indexing, ScatterWritesAndTheLastDuplicateWins) {
   Tensor src = doubles({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {2, 5});
   Tensor out = call("aten::scatter.src", {zeros({3, 5}, DType::Float64), int64_t{0}, longs({0, 1, 2, 0}, {1, 4}), src});
   expect_tensor(out, {3, 5}, {1, 0, 0, 4, 0, 0, 2, 0, 0, 0, 0, 0, 3, 0, 0});
+  expect_tensor(call("aten::scatter.src",
+                     {zeros({3, 5}, DType::Float64), int64_t{0}, from_vector<int32_t>({0, 1, 2, 0}, {1, 4}), src}),
+                {3, 5}, {1, 0, 0, 4, 0, 0, 2, 0, 0, 0, 0, 0, 3, 0, 0});
   // Duplicates: the last write in row-major order of index wins.
   expect_tensor(call("aten::scatter.src", {zeros({3}, DType::Float64), int64_t{0}, longs({0, 0, 1}, {3}),
                                            doubles({1, 2, 3}, {3})}),

@@ -23,6 +23,9 @@ struct ProtocolError : std::runtime_error {
 // kFrameMagic, the payload's length (4 bytes, little-endian), the payload.
 std::string encode_frame(std::string_view payload);
 
+// Writes every byte (retrying after EINTR and short writes); false when the fd refuses.
+bool write_all(int fd, std::string_view bytes);
+
 // Collects bytes as they arrive and cuts them into payloads.
 class FrameReader {
  public:

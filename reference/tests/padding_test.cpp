@@ -1,0 +1,68 @@
+// reflection_pad1d/2d/3d and replication_pad2d/3d: hand-derived values, crops, errors, layouts
+// and gradients (each input element's gradient is the sum over the outputs that read it).
+#include <gtest/gtest.h>
+
+#include "support/reference_test_support.h"
+
+namespace opconform::reference {
+namespace {
+
+using namespace testing;
+using Ints = std::vector<int64_t>;
+
+TEST(Padding, ReflectionMirrorsWithoutRepeatingTheEdge) {
+  // [1 2 3] padded by 2 on the left and 1 on the right: [3 2 | 1 2 3 | 2].
+  expect_values(call("aten::reflection_pad1d", {doubles({1, 2, 3}, {1, 3}), IValue(Ints{2, 1})}), {3, 2, 1, 2, 3, 2});
+  // Negative pads crop: [1 2 3 4] with (-1, 1): [2 3 4 | 3].
+  expect_values(call("aten::reflection_pad1d", {doubles({1, 2, 3, 4}, {1, 4}), IValue(Ints{-1, 1})}), {2, 3, 4, 3});
+  // 2d: the last dim by (1, 0), the one before by (0, 1): rows [2 1 2], [4 3 4], then row 0 again.
+  Tensor r = call("aten::reflection_pad2d", {doubles({1, 2, 3, 4}, {1, 2, 2}), IValue(Ints{1, 0, 0, 1})});
+  EXPECT_EQ(sizes_of(r), (Ints{1, 3, 3}));
+  expect_values(r, {2, 1, 2, 4, 3, 4, 2, 1, 2});
+}
+
+TEST(Padding, ReplicationRepeatsTheEdge) {
+  Tensor r = call("aten::replication_pad2d", {doubles({1, 2, 3, 4}, {1, 2, 2}), IValue(Ints{2, 0, 1, 0})});
+  EXPECT_EQ(sizes_of(r), (Ints{1, 3, 4}));
+  expect_values(r, {1, 1, 1, 2, 1, 1, 1, 2, 3, 3, 3, 4});
+  // Integers too, and a batch of none.
+  EXPECT_EQ(sizes_of(call("aten::replication_pad3d", {iota({0, 1, 1, 1, 2}), IValue(Ints{1, 1, 0, 0, 0, 0})})),
+            (Ints{0, 1, 1, 1, 4}));
+}
+
+TEST(Padding, ChecksNameTheOpAndWhatIsWrong) {
+  EXPECT_NE(error_of("aten::reflection_pad1d", {doubles({1, 2}, {1, 2}), IValue(Ints{2, 0})}).find("less than the corresponding input dimension"),
+            std::string::npos);
+  EXPECT_NE(error_of("aten::reflection_pad2d", {doubles({1, 2}, {2}), IValue(Ints{0, 0, 0, 0})}).find("aten::reflection_pad2d: expected 3D or 4D"),
+            std::string::npos);
+  EXPECT_NE(error_of("aten::replication_pad2d", {doubles({1, 2}, {1, 1, 2}), IValue(Ints{-1, -1, 0, 0})}).find("too small"),
+            std::string::npos);
+  EXPECT_NE(error_of("aten::replication_pad3d", {iota({1, 1, 1, 1}), IValue(Ints{1, 1})}).find("expected to be 6"),
+            std::string::npos);
+  // Only the batch may be empty.
+  EXPECT_NE(error_of("aten::reflection_pad1d", {doubles({}, {1, 0}), IValue(Ints{0, 0})}).find("non-zero dimensions"),
+            std::string::npos);
+}
+
+TEST(Padding, AChannelsLastInputGivesAChannelsLastOutput) {
+  Tensor x = iota({1, 2, 2, 3}).permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});  // channels-last 1x2x2x3
+  Tensor r = call("aten::replication_pad2d", {x, IValue(Ints{1, 1, 1, 1})});
+  EXPECT_EQ(sizes_of(r), (Ints{1, 2, 4, 5}));
+  EXPECT_EQ(strides_of(r), (Ints{40, 1, 10, 2}));
+  EXPECT_EQ(values(r), values(call("aten::replication_pad2d", {x.contiguous(), IValue(Ints{1, 1, 1, 1})})));
+}
+
+TEST(Padding, EachInputGradientSumsTheOutputsThatReadIt) {
+  // reflection (2, 1) over [a b c] reads c b a b c b: a once, b three times, c twice.
+  Tensor x = leaf(doubles({1, 2, 3}, {1, 3}));
+  expect_values(grad_of(call("aten::reflection_pad1d", {x, IValue(Ints{2, 1})}), x), {1, 3, 2});
+  // replication (2, 0, 1, 0) of a 2x2: the first column is read 3 times per row, the top row twice.
+  Tensor y = leaf(doubles({1, 2, 3, 4}, {1, 2, 2}));
+  expect_values(grad_of(call("aten::replication_pad2d", {y, IValue(Ints{2, 0, 1, 0})}), y), {6, 2, 3, 1});
+  for (const char* op : {"aten::reflection_pad1d", "aten::reflection_pad2d", "aten::reflection_pad3d",
+                         "aten::replication_pad2d", "aten::replication_pad3d"})
+    expect_generated_gradients_pass(op);
+}
+
+}  // namespace
+}  // namespace opconform::reference
