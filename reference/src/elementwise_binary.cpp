@@ -355,6 +355,7 @@ struct SampleSpec {
   bool rounding_mode = false;  // `str? rounding_mode` (div): None, "trunc" or "floor"
   bool in_place = false;       // self is written: it has the result's shape and no stride-0 dims
   bool out = false;            // an `out` tensor of the result's shape
+  bool floating_out = false;   // ... and of a floating dtype: integral inputs give float32 (atan2)
   ValueConstraint self_values, other_values;
   double self_margin = 0, other_margin = 0;  // |v| >= margin (keep_off_zero)
   // Floating samples only: the operand of the result's shape is made from the other one so that
@@ -423,7 +424,8 @@ conformance::SampleBuilder binary_samples(SampleSpec spec, std::vector<DType> dt
     if (spec.out) {
       // out of the result's dtype: a wider one is cast on the write (unit-tested), but
       // dtype_consistency then compares a float16 computation with float64 tolerances.
-      args.emplace_back(draw.tensor(broadcast_shapes(self_shape, other_shape), result, {}, /*mutable_input=*/true));
+      const DType out = spec.floating_out && is_integral(result, /*include_bool=*/true) ? DType::Float32 : result;
+      args.emplace_back(draw.tensor(broadcast_shapes(self_shape, other_shape), out, {}, /*mutable_input=*/true));
     }
     return args;
   };
@@ -1183,6 +1185,34 @@ void register_elementwise_binary(Library& lib) {
     const auto dtypes = concat_dtypes(kFloating, kIntegralAndBool);
     b.dtypes(dtypes).constraints(broadcasting()).samples(binary_samples(spec, dtypes));
     b.autograd(binary_backward(r, 2, d_self, d_other), keep_arguments(true));
+  }
+  {
+    OpBuilder b(lib, "aten::atan2.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", kFamily,
+                "atan2(self, other) written into out", {Tag::out});
+    const std::string name = b.name();
+    auto plan = [name](const Tensor& self, const Tensor& other) {
+      const std::array<Operand, 2> operands{Operand(self), Operand(other)};
+      return plan_for<Domain::FloatReal>(name, operands, Result::floating);
+    };
+    auto check = [=](const Tensor& self, const Tensor& other, const Tensor& out) {
+      check_target(name, "out", out, broadcast_all(name, {self, other}), plan(self, other).out);
+    };
+    b.cpu([=](const Tensor& self, const Tensor& other, const Tensor& out) {
+      check(self, other, out);
+      const std::array<Operand, 2> operands{Operand(self), Operand(other)};
+      out.copy_(compute<Domain::FloatReal>(name, operands, plan(self, other), /*opmath=*/false,
+                                           [](double y, double x) { return std::atan2(y, x); }));
+      return out;
+    });
+    b.fake([=](const Tensor& self, const Tensor& other, const Tensor& out) {
+      check(self, other, out);
+      return out;
+    });
+    SampleSpec spec;
+    spec.out = spec.floating_out = true;
+    spec.self_margin = spec.other_margin = 0.5;
+    const auto dtypes = concat_dtypes(kFloating, kIntegralAndBool);
+    b.dtypes(dtypes).constraints(broadcasting()).samples(binary_samples(spec, dtypes));
   }
 
   // ---- fmod, remainder ----

@@ -14,7 +14,7 @@ ReferenceRegistration register_reference_ops(Registry& registry, bool install_fa
   register_reduction(lib);
   register_linear_algebra(lib);
   register_convolution_pooling(lib);
-  register_padding(lib);
+  register_resampling(lib);
   register_indexing(lib);
   register_shape(lib);
   register_creation(lib);

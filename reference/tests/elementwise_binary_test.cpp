@@ -227,6 +227,19 @@ TEST(ElementwiseBinary, Atan2) {
   EXPECT_EQ(call("aten::atan2", {longs({1}, {1}), longs({1}, {1})}).dtype(), DType::Float32);
 }
 
+TEST(ElementwiseBinary, Atan2OutWritesIntoOut) {
+  Tensor out = doubles({0, 0}, {2});
+  Tensor r = call("aten::atan2.out", {doubles({1, -1}, {2}), doubles({1, 1}, {2}), out});
+  EXPECT_EQ(r.const_data_ptr(), out.const_data_ptr());
+  expect_values(out, {std::atan2(1.0, 1.0), std::atan2(-1.0, 1.0)});
+  // Integer inputs give a floating result: a float32 out takes it, an int64 one refuses it.
+  Tensor f = floats({0}, {1});
+  call("aten::atan2.out", {longs({1}, {1}), longs({0}, {1}), f});
+  expect_values(f, {std::atan2(1.0f, 0.0f)}, 1e-7);
+  EXPECT_NE(error_of("aten::atan2.out", {longs({1}, {1}), longs({0}, {1}), longs({0}, {1})}).find("can't be cast"),
+            std::string::npos);
+}
+
 TEST(ElementwiseBinary, FmodAndRemainder) {
   // fmod keeps the dividend's sign, remainder the divisor's.
   Tensor a = longs({-7, 7, -7, 7}, {4}), b = longs({3, 3, -3, -3}, {4});

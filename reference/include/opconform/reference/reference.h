@@ -25,7 +25,7 @@ void register_normalization(Library& lib);       // layer, group and batch norm,
 void register_reduction(Library& lib);           // sum, mean, prod, amax, var, any, cumsum, ...
 void register_linear_algebra(Library& lib);      // mm, bmm, addmm
 void register_convolution_pooling(Library& lib); // convolution, max/avg pooling
-void register_padding(Library& lib);             // reflection and replication padding
+void register_resampling(Library& lib);          // reflection and replication padding, nearest upsampling
 void register_indexing(Library& lib);            // gather, scatter, index, embedding, ...
 void register_shape(Library& lib);               // views, cat, flip, repeat, pad, copies
 void register_creation(Library& lib);            // full, arange, empty, random

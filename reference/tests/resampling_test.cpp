@@ -1,5 +1,6 @@
-// reflection_pad1d/2d/3d and replication_pad2d/3d: hand-derived values, crops, errors, layouts
-// and gradients (each input element's gradient is the sum over the outputs that read it).
+// The resampling family (reflection_pad1d/2d/3d, replication_pad2d/3d, upsample_nearest2d.vec):
+// hand-derived values, crops, errors, layouts and gradients (each input element's gradient is the
+// sum over the outputs that read it).
 #include <gtest/gtest.h>
 
 #include "support/reference_test_support.h"
@@ -62,6 +63,37 @@ TEST(Padding, EachInputGradientSumsTheOutputsThatReadIt) {
   for (const char* op : {"aten::reflection_pad1d", "aten::reflection_pad2d", "aten::reflection_pad3d",
                          "aten::replication_pad2d", "aten::replication_pad3d"})
     expect_generated_gradients_pass(op);
+}
+
+TEST(UpsampleNearest, EachOutputReadsFloorOfItsScaledPosition) {
+  const Tensor x = doubles({1, 2, 3, 4}, {1, 1, 2, 2});
+  // 2 -> 3: the scale is 2/3 in float; o = 0, 1, 2 read 0, 0, 1.
+  Tensor r = call("aten::upsample_nearest2d.vec", {x, IValue(Ints{3, 3}), IValue()});
+  EXPECT_EQ(sizes_of(r), (Ints{1, 1, 3, 3}));
+  expect_values(r, {1, 1, 2, 1, 1, 2, 3, 3, 4});
+  // Scale factors (2, 1): rows doubled (o >> 1), columns kept.
+  expect_values(call("aten::upsample_nearest2d.vec", {x, IValue(), IValue(std::vector<double>{2.0, 1.0})}),
+                {1, 2, 1, 2, 3, 4, 3, 4});
+  // Downsampling 4 -> 3 reads 0, 1, 2 (scale 4/3: floor(0), floor(1.33), floor(2.67)).
+  expect_values(call("aten::upsample_nearest2d.vec", {doubles({1, 2, 3, 4}, {1, 1, 1, 4}), IValue(Ints{1, 3}), IValue()}),
+                {1, 2, 3});
+}
+
+TEST(UpsampleNearest, ChecksNameTheOpAndWhatIsWrong) {
+  const Tensor x = doubles({1, 2, 3, 4}, {1, 1, 2, 2});
+  EXPECT_NE(error_of("aten::upsample_nearest2d.vec", {x, IValue(), IValue()}).find("exactly one of output_size and scale_factors"),
+            std::string::npos);
+  EXPECT_NE(error_of("aten::upsample_nearest2d.vec", {doubles({1, 2}, {1, 2}), IValue(Ints{2, 2}), IValue()}).find("non-empty 4D"),
+            std::string::npos);
+  EXPECT_NE(error_of("aten::upsample_nearest2d.vec", {x, IValue(Ints{0, 2}), IValue()}).find("greater than 0"),
+            std::string::npos);
+}
+
+TEST(UpsampleNearest, EachInputGradientSumsTheOutputsThatReadIt) {
+  // 2x2 -> 3x3 reads rows 0, 0, 1 and columns 0, 0, 1.
+  Tensor x = leaf(doubles({1, 2, 3, 4}, {1, 1, 2, 2}));
+  expect_values(grad_of(call("aten::upsample_nearest2d.vec", {x, IValue(Ints{3, 3}), IValue()}), x), {4, 2, 2, 1});
+  expect_generated_gradients_pass("aten::upsample_nearest2d.vec");
 }
 
 }  // namespace

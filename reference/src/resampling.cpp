@@ -1,0 +1,347 @@
+// Resampling: ops whose every output element is a copy of one input element, chosen per spatial
+// dim (Note [Separable index maps]):
+//   - reflection_pad1d/2d/3d and replication_pad2d/3d: the last N dims of a (C, *spatial) or
+//     (N, C, *spatial) input grow by `padding` (before/after pairs from the last dim backwards, as
+//     constant_pad_nd's): reflection mirrors the input without repeating its edge ([a b c] padded
+//     by 2 on the left: [c b a b c]), replication repeats the edge ([a a a b c]); negative pads crop;
+//   - upsample_nearest2d.vec: each output position takes the input position floor(o * scale).
+//
+// Note [Separable index maps]: such an op is, per spatial dim k, a map from output index to input
+// index (SpatialMap::sources). The CPU kernel copies through the maps; the backward adds each
+// output's gradient back to its source, one dim at a time, by scatter_add with the map computed
+// by registry ops from arange (so it runs on fake tensors and is differentiable again:
+// scatter_add's gradient is a gather).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <optional>
+
+#include "opconform/reference/detail/calls.h"
+#include "opconform/reference/detail/op_builder.h"
+#include "opconform/reference/detail/op_support.h"
+#include "opconform/reference/reference.h"
+
+namespace opconform::reference {
+namespace {
+
+using namespace detail;
+using conformance::SampleDraw;
+using Grads = std::vector<Tensor>;
+using Ints = std::vector<int64_t>;
+
+enum class PadMode { reflect, replicate };
+
+// The input position output position `o` of one spatial dim reads (size: the input's).
+int64_t pad_source(PadMode mode, int64_t o, int64_t before, int64_t size) {
+  int64_t x = o - before;
+  if (mode == PadMode::replicate) return std::clamp<int64_t>(x, 0, size - 1);
+  if (x < 0) x = -x;
+  if (x >= size) x = 2 * (size - 1) - x;
+  return x;
+}
+
+// The geometry of a separable index map: per spatial dim in order, the input and output sizes
+// and the input index each output index reads.
+struct SpatialMap {
+  int64_t first_spatial = 0;  // the dim of the first spatial size
+  Ints in_sizes, out_sizes;
+  std::vector<Ints> sources;  // sources[k][o]
+  Ints sizes;                 // the whole output's
+  Ints before;                // padding only: the pad before, per spatial dim
+};
+
+SpatialMap plan_padding(std::string_view op, PadMode mode, int64_t spatial, IntArrayRef self, const Ints& padding) {
+  OPCONFORM_CHECK(static_cast<int64_t>(padding.size()) == 2 * spatial, ErrorCode::kInvalidArgument, op,
+                  ": padding size is expected to be ", 2 * spatial, ", got ", padding.size());
+  const auto rank = static_cast<int64_t>(self.size());
+  bool nonempty = rank == spatial + 1 || rank == spatial + 2;
+  for (int64_t d = rank == spatial + 2 ? 1 : 0; nonempty && d < rank; ++d) nonempty = self[d] != 0;
+  OPCONFORM_CHECK(nonempty, ErrorCode::kInvalidArgument, op, ": expected ", spatial + 1, "D or ", spatial + 2,
+                  "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for input, but got: ",
+                  shape_string(self));
+  SpatialMap plan;
+  plan.first_spatial = rank - spatial;
+  plan.sizes.assign(self.begin(), self.end());
+  for (int64_t k = 0; k < spatial; ++k) {
+    const int64_t d = plan.first_spatial + k, size = self[d];
+    const int64_t before = padding[static_cast<size_t>(2 * (spatial - 1 - k))];
+    const int64_t after = padding[static_cast<size_t>(2 * (spatial - 1 - k) + 1)];
+    if (mode == PadMode::reflect) {
+      OPCONFORM_CHECK(before < size && after < size, ErrorCode::kInvalidArgument, op,
+                      ": padding size should be less than the corresponding input dimension, but got: padding (",
+                      before, ", ", after, ") at dimension ", d, " of input ", shape_string(self));
+    }
+    const int64_t out = size + before + after;
+    OPCONFORM_CHECK(out >= 1, ErrorCode::kInvalidArgument, op, ": input (size ", size, " at dimension ", d,
+                    ") is too small; calculated output size: ", out);
+    plan.before.push_back(before), plan.in_sizes.push_back(size), plan.out_sizes.push_back(out);
+    plan.sizes[static_cast<size_t>(d)] = out;
+    Ints sources(static_cast<size_t>(out));
+    for (int64_t o = 0; o < out; ++o) sources[static_cast<size_t>(o)] = pad_source(mode, o, before, size);
+    plan.sources.push_back(std::move(sources));
+  }
+  return plan;
+}
+
+// The output's strides: channels-last when a 4-d or 5-d input is (PyTorch's padding and upsampling
+// kernels keep the suggested memory format), else row-major.
+Ints padded_strides(const Tensor& self, const Ints& sizes) {
+  const bool channels_last = (self.dim() == 4 || self.dim() == 5) && strides_like_channels_last(self.sizes(), self.strides());
+  return channels_last ? channels_last_strides(sizes) : contiguous_strides(sizes);
+}
+
+// Copies each output element from its source: a data movement, the same for every dtype.
+Tensor gather_spatial(const Tensor& self, const SpatialMap& plan) {
+  const Tensor in = self.contiguous();
+  Tensor dense = empty(plan.sizes, self.options());
+  const int64_t spatial = static_cast<int64_t>(plan.in_sizes.size());
+  int64_t in_inner = 1, out_inner = 1;
+  for (int64_t k = 0; k < spatial; ++k) in_inner *= plan.in_sizes[k], out_inner *= plan.out_sizes[k];
+  // The flat input position of each flat output position of the spatial block.
+  std::vector<int64_t> source(static_cast<size_t>(out_inner));
+  size_t o = 0;
+  for_each_index(plan.out_sizes, [&](const Ints& at) {
+    int64_t flat = 0;
+    for (int64_t k = 0; k < spatial; ++k) flat = flat * plan.in_sizes[k] + plan.sources[k][static_cast<size_t>(at[k])];
+    source[o++] = flat;
+  });
+  const size_t item = self.itemsize();
+  const auto* from = static_cast<const char*>(in.const_data_ptr());
+  auto* to = static_cast<char*>(dense.mutable_data_ptr());
+  const int64_t leading = in_inner == 0 ? 0 : in.numel() / in_inner;
+  for (int64_t l = 0; l < leading; ++l)
+    for (int64_t i = 0; i < out_inner; ++i)
+      std::memcpy(to + static_cast<size_t>(l * out_inner + i) * item,
+                  from + static_cast<size_t>(l * in_inner + source[static_cast<size_t>(i)]) * item, item);
+  Tensor out = empty_strided(plan.sizes, padded_strides(self, plan.sizes), self.options());
+  out.copy_(dense);
+  return out;
+}
+
+Tensor pad_fake(const Tensor& self, const SpatialMap& plan, const Ints& padding) {
+  Tensor out = empty_strided(plan.sizes, padded_strides(self, plan.sizes), self.options());
+  if (!symbolic_fake(self)) return out;
+  std::vector<SymInt> sizes = self.sym_sizes();
+  for (size_t k = 0; k < plan.before.size(); ++k) {
+    const size_t d = static_cast<size_t>(plan.first_spatial) + k;
+    const size_t pair = 2 * (plan.before.size() - 1 - k);
+    sizes[d] = sizes[d] + SymInt(padding[pair] + padding[pair + 1]);
+  }
+  return with_dense_sym_shape(out, std::move(sizes));
+}
+
+// The map of spatial dim k as an int64 tensor made by registry ops (Note [Separable index maps]).
+using SourceIndex = std::function<Tensor(const Ops& ops, size_t k, Device device)>;
+
+// The backward: each output position's gradient added to the input position it read, one spatial
+// dim at a time (scatter_add along the dim).
+Tensor scatter_back(const Ops& ops, const Tensor& grad, const SpatialMap& plan, const SourceIndex& source) {
+  Tensor g = grad;
+  for (size_t k = 0; k < plan.in_sizes.size(); ++k) {
+    const int64_t d = plan.first_spatial + static_cast<int64_t>(k), size = plan.in_sizes[k];
+    const Tensor x = source(ops, k, g.device());
+    Ints shape(g.dim(), 1);
+    shape[static_cast<size_t>(d)] = plan.out_sizes[k];
+    const Ints sizes(g.sizes().begin(), g.sizes().end());
+    const Tensor index = ops.expand(ops.view(x, shape), sizes);
+    Ints into = sizes;
+    into[static_cast<size_t>(d)] = size;
+    g = ops.tensor("aten::scatter_add", {ops.full(into, Scalar(0.0), g), IValue(d), index, g});
+  }
+  return g;
+}
+
+// pad_source over arange, by registry ops.
+SourceIndex pad_source_index(PadMode mode, const SpatialMap& plan) {
+  return [mode, plan](const Ops& ops, size_t k, Device device) {
+    const int64_t size = plan.in_sizes[k];
+    Tensor x = ops.add(ops.arange(plan.out_sizes[k], device), Scalar(-plan.before[k]));
+    if (mode == PadMode::replicate) return ops.tensor("aten::clamp", {x, IValue(Scalar(int64_t{0})), IValue(Scalar(size - 1))});
+    x = ops.tensor("aten::abs", {x});
+    const Tensor beyond = ops.tensor("aten::ge.Scalar", {x, Scalar(size)});
+    return ops.where(beyond, ops.add(ops.neg(x), Scalar(2 * (size - 1))), x);
+  };
+}
+
+// A sample: a (C, *spatial) or (N, C, *spatial) input of small sizes and pads that keep every
+// output size >= 1 (and, reflecting, every pad below its input size).
+Stack pad_sample(SampleDraw& draw, PadMode mode, int64_t spatial) {
+  Ints shape;
+  if (draw.coin()) shape.push_back(draw.coin(10) ? 0 : draw.integer(1, 3));  // the batch, possibly empty
+  shape.push_back(draw.integer(1, 3));
+  for (int64_t k = 0; k < spatial; ++k) shape.push_back(draw.integer(1, 5));
+  Ints padding(static_cast<size_t>(2 * spatial));
+  for (int64_t k = 0; k < spatial; ++k) {
+    const int64_t size = shape[shape.size() - 1 - static_cast<size_t>(k)];
+    const int64_t most = mode == PadMode::reflect ? size - 1 : 3;
+    const int64_t before = draw.integer(-(size - 1), most);
+    const int64_t after = draw.integer(std::max(-(size - 1), 1 - size - before), most);
+    padding[static_cast<size_t>(2 * k)] = before, padding[static_cast<size_t>(2 * k + 1)] = after;
+  }
+  return Stack{IValue(draw.tensor(shape, draw.dtype())), IValue(padding)};
+}
+
+void register_pad(Library& lib, const std::string& fam, PadMode mode, int64_t spatial) {
+  Registry& r = lib.registry();
+  const std::string base = std::string(mode == PadMode::reflect ? "reflection_pad" : "replication_pad") +
+                           std::to_string(spatial) + "d";
+  const std::string schema = "aten::" + base + "(Tensor self, SymInt[" + std::to_string(2 * spatial) +
+                             "] padding) -> Tensor";
+  OpBuilder b(lib, schema, fam,
+              std::string(mode == PadMode::reflect ? "the last " + std::to_string(spatial) +
+                                                         " dims padded by their reflection (the edge not repeated)"
+                                                   : "the last " + std::to_string(spatial) +
+                                                         " dims padded by repeating the edge") +
+                  "; negative pads crop");
+  const std::string name = b.name();
+  b.cpu([name, mode, spatial](const Tensor& self, Ints padding) {
+     return gather_spatial(self, plan_padding(name, mode, spatial, self.sizes(), padding));
+   })
+      .fake([name, mode, spatial](const Tensor& self, Ints padding) {
+        return pad_fake(self, plan_padding(name, mode, spatial, self.sizes(), padding), padding);
+      })
+      .dtypes(concat_dtypes(kReal, {DType::Complex64, DType::Complex128}));
+  b.autograd(
+      [name, mode, spatial, ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
+        const Ints sizes = ctx.get("sizes").to<Ints>(), padding = ctx.get("padding").to<Ints>();
+        const SpatialMap plan = plan_padding(name, mode, spatial, sizes, padding);
+        return {scatter_back(ops, g[0], plan, pad_source_index(mode, plan)), Tensor()};
+      },
+      [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
+        const Tensor self = inputs[0].to_tensor();
+        ctx.set("sizes", IValue(Ints(self.sizes().begin(), self.sizes().end())));
+        ctx.set("padding", inputs[1]);
+      },
+      /*double_backward=*/true);
+  b.samples([mode, spatial](SampleDraw& draw) { return pad_sample(draw, mode, spatial); });
+}
+
+// ---- nearest upsampling ----
+
+// PyTorch's nearest_idx: the input index output index o reads, with the scale in float (1 /
+// scale_factor when one was given, else in / out); out == in and out == 2 * in are exact.
+int64_t nearest_source(int64_t o, int64_t in, int64_t out, std::optional<double> scale) {
+  if (out == in) return o;
+  if (out == 2 * in) return o >> 1;
+  const float s = scale && *scale > 0 ? static_cast<float>(1.0 / *scale) : static_cast<float>(in) / static_cast<float>(out);
+  return std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<float>(o) * s)), in - 1);
+}
+
+struct NearestPlan {
+  SpatialMap map;
+  std::vector<std::optional<double>> scales;  // per spatial dim: the scale_factor, if given
+};
+
+// upsample_nearest2d.vec's checks (PyTorch's upsample_2d_common_check and compute_output_size).
+NearestPlan plan_nearest(std::string_view op, IntArrayRef self, const std::optional<Ints>& output_size,
+                         const std::optional<std::vector<double>>& scale_factors) {
+  OPCONFORM_CHECK(output_size.has_value() != scale_factors.has_value(), ErrorCode::kInvalidArgument, op,
+                  ": must specify exactly one of output_size and scale_factors");
+  OPCONFORM_CHECK(!output_size || output_size->size() == 2, ErrorCode::kInvalidArgument, op,
+                  ": argument 'output_size' must have 2 elements, got ", output_size ? output_size->size() : 0);
+  OPCONFORM_CHECK(!scale_factors || scale_factors->size() == 2, ErrorCode::kInvalidArgument, op,
+                  ": argument 'scale_factors' must have 2 elements, got ", scale_factors ? scale_factors->size() : 0);
+  OPCONFORM_CHECK(self.size() == 4 && self[1] > 0 && self[2] > 0 && self[3] > 0, ErrorCode::kInvalidArgument, op,
+                  ": non-empty 4D data tensor expected but got a tensor with sizes ", shape_string(self));
+  NearestPlan p;
+  p.map.first_spatial = 2;
+  p.map.sizes.assign(self.begin(), self.end());
+  for (size_t k = 0; k < 2; ++k) {
+    const int64_t in = self[2 + k];
+    const int64_t out = output_size ? (*output_size)[k]
+                                    : static_cast<int64_t>(std::floor(static_cast<double>(in) * (*scale_factors)[k]));
+    OPCONFORM_CHECK(out > 0, ErrorCode::kInvalidArgument, op,
+                    ": input and output sizes should be greater than 0, but got input (H: ", self[2], ", W: ", self[3],
+                    ") and output size ", out, " in spatial dim ", k);
+    p.scales.push_back(scale_factors ? std::optional<double>((*scale_factors)[k]) : std::nullopt);
+    p.map.in_sizes.push_back(in), p.map.out_sizes.push_back(out);
+    p.map.sizes[2 + k] = out;
+    Ints sources(static_cast<size_t>(out));
+    for (int64_t o = 0; o < out; ++o) sources[static_cast<size_t>(o)] = nearest_source(o, in, out, p.scales[k]);
+    p.map.sources.push_back(std::move(sources));
+  }
+  return p;
+}
+
+// nearest_source over arange, by registry ops: o, o // 2, or floor(float(o) * scale) clamped.
+SourceIndex nearest_source_index(const NearestPlan& p) {
+  return [p](const Ops& ops, size_t k, Device device) {
+    const int64_t in = p.map.in_sizes[k], out = p.map.out_sizes[k];
+    const Tensor o = ops.arange(out, device);
+    if (out == in) return o;
+    if (out == 2 * in) return ops.tensor("aten::div.Scalar_mode", {o, Scalar(int64_t{2}), IValue(std::string("floor"))});
+    const std::optional<double> scale = p.scales[k];
+    const float s = scale && *scale > 0 ? static_cast<float>(1.0 / *scale) : static_cast<float>(in) / static_cast<float>(out);
+    const Tensor scaled = ops.tensor("aten::floor", {ops.mul(ops.to(o, DType::Float32), Scalar(static_cast<double>(s)))});
+    return ops.tensor("aten::clamp", {ops.to(scaled, DType::Int64), IValue(), IValue(Scalar(in - 1))});
+  };
+}
+
+// A symbolic input's output: batch and channels stay its symbols; an output_size or an integral
+// scale factor gives the spatial sizes (another factor: the sizes at the hints, not symbolic).
+Tensor nearest_fake(const Tensor& self, const NearestPlan& p, bool from_sizes) {
+  Tensor out = empty_strided(p.map.sizes, padded_strides(self, p.map.sizes), self.options());
+  if (!symbolic_fake(self)) return out;
+  std::vector<SymInt> sizes = self.sym_sizes();
+  for (size_t k = 0; k < 2; ++k) {
+    const double f = p.scales[k].value_or(0);
+    if (from_sizes) sizes[2 + k] = SymInt(p.map.out_sizes[k]);
+    else if (f == std::floor(f)) sizes[2 + k] = sizes[2 + k] * SymInt(static_cast<int64_t>(f));
+    else sizes[2 + k] = SymInt(p.map.out_sizes[k]);
+  }
+  return with_dense_sym_shape(out, std::move(sizes));
+}
+
+Stack nearest_sample(SampleDraw& draw) {
+  Ints shape{draw.coin(10) ? 0 : draw.integer(1, 2), draw.integer(1, 3), draw.integer(1, 4), draw.integer(1, 4)};
+  Tensor input = draw.tensor(shape, draw.dtype());
+  if (draw.coin()) {
+    return Stack{IValue(input), IValue(Ints{draw.integer(1, 7), draw.integer(1, 7)}), IValue()};
+  }
+  // Integral factors only: other factors give sizes a symbolic fake cannot follow (nearest_fake).
+  const std::vector<double> factors{static_cast<double>(draw.integer(1, 3)), static_cast<double>(draw.integer(1, 3))};
+  return Stack{IValue(input), IValue(), IValue(factors)};
+}
+
+void register_upsample_nearest2d(Library& lib) {
+  Registry& r = lib.registry();
+  OpBuilder b(lib, "aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor",
+              "upsampling", "the last 2 dims resized by repeating the nearest input element (floor(o * in / out))");
+  const std::string name = b.name();
+  using Sizes = std::optional<Ints>;
+  using Factors = std::optional<std::vector<double>>;
+  b.cpu([name](const Tensor& input, Sizes output_size, Factors scale_factors) {
+     return gather_spatial(input, plan_nearest(name, input.sizes(), output_size, scale_factors).map);
+   })
+      .fake([name](const Tensor& input, Sizes output_size, Factors scale_factors) {
+        return nearest_fake(input, plan_nearest(name, input.sizes(), output_size, scale_factors), output_size.has_value());
+      })
+      .dtypes({DType::UInt8, DType::Float16, DType::BFloat16, DType::Float32, DType::Float64});
+  b.autograd(
+      [name, ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
+        const IValue sizes = ctx.get("output_size"), factors = ctx.get("scale_factors");
+        const NearestPlan p = plan_nearest(name, ctx.get("sizes").to<Ints>(),
+                                           sizes.is_none() ? Sizes() : Sizes(sizes.to<Ints>()),
+                                           factors.is_none() ? Factors() : Factors(factors.to<std::vector<double>>()));
+        return {scatter_back(ops, g[0], p.map, nearest_source_index(p)), Tensor(), Tensor()};
+      },
+      [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
+        const Tensor input = inputs[0].to_tensor();
+        ctx.set("sizes", IValue(Ints(input.sizes().begin(), input.sizes().end())));
+        ctx.set("output_size", inputs[1]);
+        ctx.set("scale_factors", inputs[2]);
+      },
+      /*double_backward=*/true);
+  b.samples(nearest_sample);
+}
+
+}  // namespace
+
+void register_resampling(Library& lib) {
+  for (int64_t spatial : {1, 2, 3}) register_pad(lib, "padding", PadMode::reflect, spatial);
+  for (int64_t spatial : {2, 3}) register_pad(lib, "padding", PadMode::replicate, spatial);
+  register_upsample_nearest2d(lib);
+}
+
+}  // namespace opconform::reference
