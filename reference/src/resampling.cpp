@@ -4,7 +4,9 @@
 //     (N, C, *spatial) input grow by `padding` (before/after pairs from the last dim backwards, as
 //     constant_pad_nd's): reflection mirrors the input without repeating its edge ([a b c] padded
 //     by 2 on the left: [c b a b c]), replication repeats the edge ([a a a b c]); negative pads crop;
-//   - upsample_nearest2d.vec: each output position takes the input position floor(o * scale).
+//   - upsample_nearest2d.vec: each output position takes the input position floor(o * scale);
+//   - _adaptive_avg_pool2d/3d (area resampling) and _adaptive_avg_pool2d_backward: each output is
+//     the mean of a window per dim, a separable linear map rather than a copy.
 //
 // Note [Separable index maps]: such an op is, per spatial dim k, a map from output index to input
 // index (SpatialMap::sources). The CPU kernel copies through the maps; the backward adds each
@@ -336,12 +338,236 @@ void register_upsample_nearest2d(Library& lib) {
   b.samples(nearest_sample);
 }
 
+// ---- area resampling: adaptive average pooling ----
+
+// Output o of a spatial dim averages the inputs [floor(o * in / out), ceil((o + 1) * in / out)).
+int64_t area_start(int64_t o, int64_t in, int64_t out) { return o * in / out; }
+int64_t area_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
+
+struct AreaPlan {
+  int64_t first_spatial = 0;
+  Ints in_sizes, out_sizes;
+  Ints sizes;  // the whole output's
+};
+
+// _adaptive_avg_pool{2,3}d's checks (PyTorch's adaptive_avg_pool{2,3}d_out_cpu_template).
+AreaPlan plan_area(std::string_view op, int64_t spatial, IntArrayRef self, const Ints& output_size) {
+  OPCONFORM_CHECK(static_cast<int64_t>(output_size.size()) == spatial, ErrorCode::kInvalidArgument, op,
+                  ": output_size must be ", spatial, " ints, got ", output_size.size());
+  const auto rank = static_cast<int64_t>(self.size());
+  OPCONFORM_CHECK(rank == spatial + 1 || rank == spatial + 2, ErrorCode::kInvalidArgument, op, ": expected ",
+                  spatial + 1, "D or ", spatial + 2, "D tensor, but got ", shape_string(self));
+  for (int64_t d = rank - spatial - 1; d < rank; ++d)
+    OPCONFORM_CHECK(self[d] > 0, ErrorCode::kInvalidArgument, op,
+                    ": expected input to have non-zero size for non-batch dimensions, but input has sizes ",
+                    shape_string(self), " with dimension ", d, " being empty");
+  AreaPlan p;
+  p.first_spatial = rank - spatial;
+  p.sizes.assign(self.begin(), self.end());
+  for (int64_t k = 0; k < spatial; ++k) {
+    OPCONFORM_CHECK(output_size[k] >= 0, ErrorCode::kInvalidArgument, op,
+                    ": elements of output_size must be greater than or equal to 0, got ", shape_string(output_size));
+    p.in_sizes.push_back(self[p.first_spatial + k]), p.out_sizes.push_back(output_size[k]);
+    p.sizes[static_cast<size_t>(p.first_spatial + k)] = output_size[k];
+  }
+  return p;
+}
+
+// Calls f(flat input position, window size) for each input position in output `at`'s window.
+template <typename F>
+void for_each_in_window(const AreaPlan& p, const Ints& at, F&& f) {
+  Ints start, extent;
+  int64_t cells = 1;
+  for (size_t k = 0; k < at.size(); ++k) {
+    start.push_back(area_start(at[k], p.in_sizes[k], p.out_sizes[k]));
+    extent.push_back(area_end(at[k], p.in_sizes[k], p.out_sizes[k]) - start.back());
+    cells *= extent.back();
+  }
+  for_each_index(extent, [&](const Ints& offset) {
+    int64_t flat = 0;
+    for (size_t k = 0; k < at.size(); ++k) flat = flat * p.in_sizes[k] + start[k] + offset[k];
+    f(flat, cells);
+  });
+}
+
+int64_t product_of(const Ints& v) {
+  int64_t n = 1;
+  for (int64_t x : v) n *= x;
+  return n;
+}
+
+// The mean of each window, in double, rounded once (forward), or each gradient spread over its
+// window (backward: `grad` has the output's sizes, the result the input's).
+Tensor area_cpu(const Tensor& self, const AreaPlan& p) {
+  const std::vector<double> x = self.contiguous().to_vector<double>();
+  const int64_t in_inner = product_of(p.in_sizes), out_inner = product_of(p.out_sizes);
+  const int64_t leading = self.numel() / in_inner;
+  std::vector<double> y(static_cast<size_t>(leading * out_inner), 0.0);
+  for (int64_t l = 0; l < leading; ++l) {
+    size_t o = static_cast<size_t>(l * out_inner);
+    for_each_index(p.out_sizes, [&](const Ints& at) {
+      double sum = 0;
+      int64_t cells = 1;
+      for_each_in_window(p, at, [&](int64_t i, int64_t n) { sum += x[static_cast<size_t>(l * in_inner + i)], cells = n; });
+      y[o++] = sum / static_cast<double>(cells);
+    });
+  }
+  Tensor out = empty_strided(p.sizes, padded_strides(self, p.sizes), self.options());
+  out.copy_(from_vector<double>(y, p.sizes).to(self.dtype()));
+  return out;
+}
+
+Tensor area_backward_cpu(const Tensor& grad, const Tensor& self, const AreaPlan& p) {
+  const std::vector<double> g = grad.contiguous().to_vector<double>();
+  const int64_t in_inner = product_of(p.in_sizes), out_inner = product_of(p.out_sizes);
+  const int64_t leading = self.numel() / in_inner;
+  std::vector<double> x(static_cast<size_t>(self.numel()), 0.0);
+  for (int64_t l = 0; l < leading; ++l) {
+    size_t o = static_cast<size_t>(l * out_inner);
+    for_each_index(p.out_sizes, [&](const Ints& at) {
+      const double v = g[o++];
+      for_each_in_window(p, at, [&](int64_t i, int64_t cells) {
+        x[static_cast<size_t>(l * in_inner + i)] += v / static_cast<double>(cells);
+      });
+    });
+  }
+  const Ints sizes(self.sizes().begin(), self.sizes().end());
+  Tensor out = empty_strided(sizes, padded_strides(self, sizes), self.options());
+  out.copy_(from_vector<double>(x, sizes).to(self.dtype()));
+  return out;
+}
+
+// The adjoint of area resampling by registry ops: per spatial dim, the gradient times the
+// [out, in] matrix of window shares, built from arange (so it runs on fake tensors and is
+// differentiable again).
+Tensor area_backward_ops(const Ops& ops, const Tensor& grad, const AreaPlan& p) {
+  Tensor g = grad;
+  const int64_t rank = g.dim();
+  for (size_t k = 0; k < p.in_sizes.size(); ++k) {
+    const int64_t d = p.first_spatial + static_cast<int64_t>(k), in = p.in_sizes[k], out = p.out_sizes[k];
+    const Tensor o = ops.view(ops.arange(out, g.device()), {out, 1}), i = ops.view(ops.arange(in, g.device()), {1, in});
+    const Tensor start = ops.tensor("aten::div.Scalar_mode", {ops.mul(o, Scalar(in)), Scalar(out), IValue(std::string("floor"))});
+    const Tensor end = ops.tensor("aten::div.Scalar_mode",
+                                  {ops.add(ops.mul(o, Scalar(in)), Scalar(in + out - 1)), Scalar(out), IValue(std::string("floor"))});
+    const Tensor inside = ops.mul(ops.to(ops.tensor("aten::ge.Tensor", {i, start}), g.dtype()),
+                                  ops.to(ops.tensor("aten::lt.Tensor", {i, end}), g.dtype()));
+    const Tensor shares = ops.div(inside, ops.to(ops.sub(end, start), g.dtype()));  // [out, in]
+    // Dim d last, then [rest, out] @ [out, in], then back.
+    Ints order;
+    for (int64_t a = 0; a < rank; ++a)
+      if (a != d) order.push_back(a);
+    order.push_back(d);
+    Ints inverse(static_cast<size_t>(rank));
+    for (int64_t a = 0; a < rank; ++a) inverse[static_cast<size_t>(order[static_cast<size_t>(a)])] = a;
+    Tensor moved = ops.permute(g, order);
+    Ints moved_sizes(moved.sizes().begin(), moved.sizes().end());
+    const Tensor flat = ops.reshape(moved, {product_of(Ints(moved_sizes.begin(), moved_sizes.end() - 1)), out});
+    moved_sizes.back() = in;
+    g = ops.permute(ops.reshape(ops.tensor("aten::mm", {flat, shares}), moved_sizes), inverse);
+  }
+  return g;
+}
+
+Stack area_sample(SampleDraw& draw, int64_t spatial) {
+  Ints shape;
+  if (draw.coin()) shape.push_back(draw.coin(10) ? 0 : draw.integer(1, 2));
+  shape.push_back(draw.integer(1, 3));
+  for (int64_t k = 0; k < spatial; ++k) shape.push_back(draw.integer(1, 6));
+  Ints output_size;
+  for (int64_t k = 0; k < spatial; ++k) output_size.push_back(draw.coin(5) ? 0 : draw.integer(1, 5));
+  return Stack{IValue(draw.tensor(shape, draw.dtype())), IValue(output_size)};
+}
+
+void register_adaptive_avg_pool(Library& lib, int64_t spatial) {
+  Registry& r = lib.registry();
+  const std::string n = std::to_string(spatial);
+  OpBuilder b(lib, "aten::_adaptive_avg_pool" + n + "d(Tensor self, SymInt[" + n + "] output_size) -> Tensor",
+              "convolution_pooling",
+              "the mean over each of output_size windows of the last " + n +
+                  " dims ([floor(o * in / out), ceil((o + 1) * in / out)) per dim)");
+  const std::string name = b.name();
+  b.cpu([name, spatial](const Tensor& self, Ints output_size) {
+     return area_cpu(self, plan_area(name, spatial, self.sizes(), output_size));
+   })
+      .fake([name, spatial](const Tensor& self, Ints output_size) {
+        const AreaPlan p = plan_area(name, spatial, self.sizes(), output_size);
+        Tensor out = empty_strided(p.sizes, padded_strides(self, p.sizes), self.options());
+        if (!symbolic_fake(self)) return out;
+        std::vector<SymInt> sizes = self.sym_sizes();
+        for (size_t k = 0; k < p.out_sizes.size(); ++k) sizes[static_cast<size_t>(p.first_spatial) + k] = SymInt(p.out_sizes[k]);
+        return with_dense_sym_shape(out, std::move(sizes));
+      })
+      .dtypes(kFloating);
+  b.autograd(
+      [name, spatial, ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
+        const AreaPlan p = plan_area(name, spatial, ctx.get("sizes").to<Ints>(), ctx.get("output_size").to<Ints>());
+        return {area_backward_ops(ops, g[0], p), Tensor()};
+      },
+      [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
+        const Tensor self = inputs[0].to_tensor();
+        ctx.set("sizes", IValue(Ints(self.sizes().begin(), self.sizes().end())));
+        ctx.set("output_size", inputs[1]);
+      },
+      /*double_backward=*/true);
+  b.samples([spatial](SampleDraw& draw) { return area_sample(draw, spatial); });
+}
+
+// _adaptive_avg_pool2d_backward(grad_output, self): each gradient spread evenly over its window.
+// Its own gradient by grad_output is _adaptive_avg_pool2d of the incoming one (the adjoint's
+// adjoint, as PyTorch's derivatives.yaml); self only gives the shape.
+void register_adaptive_avg_pool2d_backward(Library& lib) {
+  Registry& r = lib.registry();
+  OpBuilder b(lib, "aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor", "convolution_pooling",
+              "the gradient of _adaptive_avg_pool2d: each grad_output element spread evenly over its window of self");
+  const std::string name = b.name();
+  auto plan = [name](const Tensor& grad, const Tensor& self) {
+    OPCONFORM_CHECK(grad.dim() == self.dim() && grad.dim() >= 3 && grad.dtype() == self.dtype(),
+                    ErrorCode::kInvalidArgument, name, ": expected a 3D or 4D 'grad_output' of self's rank and dtype, got ", shape_string(grad.sizes()), " ",
+                    opconform::name(grad.dtype()), " for self ", shape_string(self.sizes()), " ",
+                    opconform::name(self.dtype()));
+    const Ints output_size(grad.sizes().end() - 2, grad.sizes().end());
+    const AreaPlan p = plan_area(name, 2, self.sizes(), output_size);
+    OPCONFORM_CHECK(Ints(grad.sizes().begin(), grad.sizes().end()) == p.sizes, ErrorCode::kInvalidArgument, name,
+                    ": 'grad_output' ", shape_string(grad.sizes()), " must have self's leading sizes ",
+                    shape_string(self.sizes()));
+    return p;
+  };
+  b.cpu([plan](const Tensor& grad, const Tensor& self) { return area_backward_cpu(grad, self, plan(grad, self)); })
+      .fake([plan](const Tensor& grad, const Tensor& self) {
+        plan(grad, self);
+        const Ints sizes(self.sizes().begin(), self.sizes().end());
+        Tensor out = empty_strided(sizes, padded_strides(self, sizes), self.options());
+        return symbolic_fake(self) ? with_dense_sym_shape(out, self.sym_sizes()) : out;
+      })
+      .dtypes(kFloating);
+  b.autograd(
+      [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
+        return {ops.tensor("aten::_adaptive_avg_pool2d", {g[0], ctx.get("output_size")}), Tensor()};
+      },
+      [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
+        const Tensor grad = inputs[0].to_tensor();
+        ctx.set("output_size", IValue(Ints(grad.sizes().end() - 2, grad.sizes().end())));
+      },
+      /*double_backward=*/true);
+  b.samples([](SampleDraw& draw) {
+    Stack forward = area_sample(draw, 2);
+    const Tensor self = forward[0].to_tensor();
+    Ints sizes(self.sizes().begin(), self.sizes().end());
+    const Ints output_size = forward[1].to<Ints>();
+    sizes[sizes.size() - 2] = output_size[0], sizes.back() = output_size[1];
+    return Stack{IValue(draw.tensor(sizes, self.dtype())), IValue(self)};
+  });
+}
+
 }  // namespace
 
 void register_resampling(Library& lib) {
   for (int64_t spatial : {1, 2, 3}) register_pad(lib, "padding", PadMode::reflect, spatial);
   for (int64_t spatial : {2, 3}) register_pad(lib, "padding", PadMode::replicate, spatial);
   register_upsample_nearest2d(lib);
+  register_adaptive_avg_pool(lib, 2);
+  register_adaptive_avg_pool(lib, 3);
+  register_adaptive_avg_pool2d_backward(lib);
 }
 
 }  // namespace opconform::reference

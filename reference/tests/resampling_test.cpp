@@ -96,5 +96,37 @@ TEST(UpsampleNearest, EachInputGradientSumsTheOutputsThatReadIt) {
   expect_generated_gradients_pass("aten::upsample_nearest2d.vec");
 }
 
+TEST(AdaptiveAvgPool, EachOutputIsTheMeanOfItsWindow) {
+  // 5 -> 3 along W: windows [0, 2), [1, 4), [3, 5).
+  expect_values(call("aten::_adaptive_avg_pool2d", {doubles({1, 2, 3, 4, 5}, {1, 1, 5}), IValue(Ints{1, 3})}),
+                {1.5, 3, 4.5});
+  // 2x2 -> 1x1 is the mean; 2x2 -> 3x3 repeats (windows of one element).
+  expect_values(call("aten::_adaptive_avg_pool2d", {doubles({1, 2, 3, 4}, {1, 2, 2}), IValue(Ints{1, 1})}), {2.5});
+  expect_values(call("aten::_adaptive_avg_pool2d", {doubles({1, 2, 3, 4}, {1, 2, 2}), IValue(Ints{3, 3})}),
+                {1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4});
+  EXPECT_EQ(sizes_of(call("aten::_adaptive_avg_pool3d", {iota({2, 1, 3, 3, 3}).to(DType::Float32), IValue(Ints{2, 0, 1})})),
+            (Ints{2, 1, 2, 0, 1}));
+  EXPECT_NE(error_of("aten::_adaptive_avg_pool2d", {doubles({}, {1, 0, 2}), IValue(Ints{1, 1})}).find("non-zero size"),
+            std::string::npos);
+  EXPECT_NE(error_of("aten::_adaptive_avg_pool3d", {doubles({1}, {1, 1}), IValue(Ints{1, 1, 1})}).find("expected 4D or 5D"),
+            std::string::npos);
+}
+
+// The backward op and the forward's autograd formula are the same map: a test ties them.
+TEST(AdaptiveAvgPool, TheBackwardOpIsTheForwardsGradient) {
+  for (const Ints& out : {Ints{3, 2}, Ints{1, 1}, Ints{4, 5}, Ints{2, 3}}) {
+    Tensor x = leaf(iota({2, 3, 4}).to(DType::Float64));
+    Tensor y = call("aten::_adaptive_avg_pool2d", {x, IValue(out)});
+    Tensor w = iota(sizes_of(y)).to(DType::Float64);
+    const Tensor by_formula = grad_of(y, x, w);
+    const Tensor by_op = call("aten::_adaptive_avg_pool2d_backward", {w, x.detach()});
+    EXPECT_EQ(sizes_of(by_op), sizes_of(x));
+    expect_values(by_op, values(by_formula));
+  }
+  expect_generated_gradients_pass("aten::_adaptive_avg_pool2d");
+  expect_generated_gradients_pass("aten::_adaptive_avg_pool3d");
+  expect_generated_gradients_pass("aten::_adaptive_avg_pool2d_backward");
+}
+
 }  // namespace
 }  // namespace opconform::reference
