@@ -5,8 +5,11 @@
 //     constant_pad_nd's): reflection mirrors the input without repeating its edge ([a b c] padded
 //     by 2 on the left: [c b a b c]), replication repeats the edge ([a a a b c]); negative pads crop;
 //   - upsample_nearest2d.vec: each output position takes the input position floor(o * scale);
+//   - upsample_bilinear2d.vec: each output interpolates the two nearest inputs per dim;
 //   - _adaptive_avg_pool2d/3d (area resampling) and _adaptive_avg_pool2d_backward: each output is
-//     the mean of a window per dim, a separable linear map rather than a copy.
+//     the mean of a window per dim.
+// The last two are separable linear maps rather than copies: their backward multiplies the
+// gradient by each dim's [out, in] weights (linear_adjoint).
 //
 // Note [Separable index maps]: such an op is, per spatial dim k, a map from output index to input
 // index (SpatialMap::sources). The CPU kernel copies through the maps; the backward adds each
@@ -437,21 +440,18 @@ Tensor area_backward_cpu(const Tensor& grad, const Tensor& self, const AreaPlan&
   return out;
 }
 
-// The adjoint of area resampling by registry ops: per spatial dim, the gradient times the
-// [out, in] matrix of window shares, built from arange (so it runs on fake tensors and is
-// differentiable again).
-Tensor area_backward_ops(const Ops& ops, const Tensor& grad, const AreaPlan& p) {
+// The [out, in] weights of spatial dim k of a separable linear map, made by registry ops.
+using WeightMatrix = std::function<Tensor(const Ops& ops, size_t k, DType dtype, Device device)>;
+
+// The adjoint of a separable linear map by registry ops: per spatial dim, the gradient times the
+// dim's [out, in] weights (so it runs on fake tensors and is differentiable again).
+Tensor linear_adjoint(const Ops& ops, const Tensor& grad, int64_t first_spatial, const Ints& in_sizes,
+                      const Ints& out_sizes, const WeightMatrix& weights) {
   Tensor g = grad;
   const int64_t rank = g.dim();
-  for (size_t k = 0; k < p.in_sizes.size(); ++k) {
-    const int64_t d = p.first_spatial + static_cast<int64_t>(k), in = p.in_sizes[k], out = p.out_sizes[k];
-    const Tensor o = ops.view(ops.arange(out, g.device()), {out, 1}), i = ops.view(ops.arange(in, g.device()), {1, in});
-    const Tensor start = ops.tensor("aten::div.Scalar_mode", {ops.mul(o, Scalar(in)), Scalar(out), IValue(std::string("floor"))});
-    const Tensor end = ops.tensor("aten::div.Scalar_mode",
-                                  {ops.add(ops.mul(o, Scalar(in)), Scalar(in + out - 1)), Scalar(out), IValue(std::string("floor"))});
-    const Tensor inside = ops.mul(ops.to(ops.tensor("aten::ge.Tensor", {i, start}), g.dtype()),
-                                  ops.to(ops.tensor("aten::lt.Tensor", {i, end}), g.dtype()));
-    const Tensor shares = ops.div(inside, ops.to(ops.sub(end, start), g.dtype()));  // [out, in]
+  for (size_t k = 0; k < in_sizes.size(); ++k) {
+    const int64_t d = first_spatial + static_cast<int64_t>(k), in = in_sizes[k], out = out_sizes[k];
+    const Tensor w = weights(ops, k, g.dtype(), g.device());  // [out, in]
     // Dim d last, then [rest, out] @ [out, in], then back.
     Ints order;
     for (int64_t a = 0; a < rank; ++a)
@@ -463,9 +463,23 @@ Tensor area_backward_ops(const Ops& ops, const Tensor& grad, const AreaPlan& p) 
     Ints moved_sizes(moved.sizes().begin(), moved.sizes().end());
     const Tensor flat = ops.reshape(moved, {product_of(Ints(moved_sizes.begin(), moved_sizes.end() - 1)), out});
     moved_sizes.back() = in;
-    g = ops.permute(ops.reshape(ops.tensor("aten::mm", {flat, shares}), moved_sizes), inverse);
+    g = ops.permute(ops.reshape(ops.tensor("aten::mm", {flat, w}), moved_sizes), inverse);
   }
   return g;
+}
+
+// Area resampling's weights: 1 / window size inside output o's window, else 0.
+WeightMatrix area_weights(const AreaPlan& p) {
+  return [p](const Ops& ops, size_t k, DType dtype, Device device) {
+    const int64_t in = p.in_sizes[k], out = p.out_sizes[k];
+    const Tensor o = ops.view(ops.arange(out, device), {out, 1}), i = ops.view(ops.arange(in, device), {1, in});
+    const Tensor start = ops.tensor("aten::div.Scalar_mode", {ops.mul(o, Scalar(in)), Scalar(out), IValue(std::string("floor"))});
+    const Tensor end = ops.tensor("aten::div.Scalar_mode",
+                                  {ops.add(ops.mul(o, Scalar(in)), Scalar(in + out - 1)), Scalar(out), IValue(std::string("floor"))});
+    const Tensor inside = ops.mul(ops.to(ops.tensor("aten::ge.Tensor", {i, start}), dtype),
+                                  ops.to(ops.tensor("aten::lt.Tensor", {i, end}), dtype));
+    return ops.div(inside, ops.to(ops.sub(end, start), dtype));
+  };
 }
 
 Stack area_sample(SampleDraw& draw, int64_t spatial) {
@@ -501,7 +515,7 @@ void register_adaptive_avg_pool(Library& lib, int64_t spatial) {
   b.autograd(
       [name, spatial, ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
         const AreaPlan p = plan_area(name, spatial, ctx.get("sizes").to<Ints>(), ctx.get("output_size").to<Ints>());
-        return {area_backward_ops(ops, g[0], p), Tensor()};
+        return {linear_adjoint(ops, g[0], p.first_spatial, p.in_sizes, p.out_sizes, area_weights(p)), Tensor()};
       },
       [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
         const Tensor self = inputs[0].to_tensor();
@@ -559,12 +573,149 @@ void register_adaptive_avg_pool2d_backward(Library& lib) {
   });
 }
 
+// ---- bilinear upsampling ----
+
+// Output o of a spatial dim reads input i0 with weight 1 - lambda and i1 with lambda (PyTorch's
+// compute_source_index_and_lambda, in double).
+struct BilinearTap {
+  int64_t i0, i1;
+  double lambda;
+};
+BilinearTap bilinear_tap(int64_t o, int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  if (out == in) return {o, o, 0};
+  double source;
+  if (align_corners) {
+    source = (out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0) * static_cast<double>(o);
+  } else {
+    const double ratio = scale && *scale > 0 ? 1.0 / *scale : static_cast<double>(in) / static_cast<double>(out);
+    source = std::max(0.0, ratio * (static_cast<double>(o) + 0.5) - 0.5);
+  }
+  const int64_t i0 = std::min(static_cast<int64_t>(std::floor(source)), in - 1);
+  return {i0, i0 + (i0 < in - 1 ? 1 : 0), std::clamp(source - static_cast<double>(i0), 0.0, 1.0)};
+}
+
+struct BilinearPlan {
+  NearestPlan geometry;  // the same checks and output sizes as nearest
+  bool align_corners = false;
+  std::vector<std::vector<BilinearTap>> taps;  // per spatial dim, per output index
+};
+
+BilinearPlan plan_bilinear(std::string_view op, IntArrayRef self, const std::optional<Ints>& output_size,
+                           bool align_corners, const std::optional<std::vector<double>>& scale_factors) {
+  BilinearPlan p;
+  p.geometry = plan_nearest(op, self, output_size, scale_factors);
+  p.align_corners = align_corners;
+  const SpatialMap& m = p.geometry.map;
+  for (size_t k = 0; k < 2; ++k) {
+    std::vector<BilinearTap> taps;
+    for (int64_t o = 0; o < m.out_sizes[k]; ++o)
+      taps.push_back(bilinear_tap(o, m.in_sizes[k], m.out_sizes[k], align_corners, p.geometry.scales[k]));
+    p.taps.push_back(std::move(taps));
+  }
+  return p;
+}
+
+Tensor bilinear_cpu(const Tensor& self, const BilinearPlan& p) {
+  const SpatialMap& m = p.geometry.map;
+  const std::vector<double> x = self.contiguous().to_vector<double>();
+  const int64_t h = m.in_sizes[0], w = m.in_sizes[1], oh = m.out_sizes[0], ow = m.out_sizes[1];
+  const int64_t planes = self.numel() / (h * w);
+  std::vector<double> y(static_cast<size_t>(planes * oh * ow));
+  for (int64_t c = 0; c < planes; ++c) {
+    const double* in = x.data() + c * h * w;
+    for (int64_t r = 0; r < oh; ++r) {
+      const BilinearTap& tr = p.taps[0][static_cast<size_t>(r)];
+      for (int64_t q = 0; q < ow; ++q) {
+        const BilinearTap& tq = p.taps[1][static_cast<size_t>(q)];
+        const double top = (1 - tq.lambda) * in[tr.i0 * w + tq.i0] + tq.lambda * in[tr.i0 * w + tq.i1];
+        const double bottom = (1 - tq.lambda) * in[tr.i1 * w + tq.i0] + tq.lambda * in[tr.i1 * w + tq.i1];
+        y[static_cast<size_t>((c * oh + r) * ow + q)] = (1 - tr.lambda) * top + tr.lambda * bottom;
+      }
+    }
+  }
+  Tensor out = empty_strided(m.sizes, padded_strides(self, m.sizes), self.options());
+  out.copy_(from_vector<double>(y, m.sizes).to(self.dtype()));
+  return out;
+}
+
+// bilinear_tap over arange by registry ops, as [out, in] weights: 1 - lambda at i0, lambda at i1.
+WeightMatrix bilinear_weights(const BilinearPlan& p) {
+  return [p](const Ops& ops, size_t k, DType dtype, Device device) {
+    const SpatialMap& m = p.geometry.map;
+    const int64_t in = m.in_sizes[k], out = m.out_sizes[k];
+    const Tensor i = ops.view(ops.arange(in, device), {1, in});
+    const Tensor o = ops.view(ops.arange(out, device), {out, 1});
+    if (out == in) return ops.to(ops.tensor("aten::eq.Tensor", {i, o}), dtype);
+    const Tensor of = ops.to(o, DType::Float64);
+    Tensor source;
+    if (p.align_corners) {
+      source = ops.mul(of, Scalar(out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0));
+    } else {
+      const std::optional<double> scale = p.geometry.scales[k];
+      const double ratio = scale && *scale > 0 ? 1.0 / *scale : static_cast<double>(in) / static_cast<double>(out);
+      source = ops.tensor("aten::clamp",
+                          {ops.add(ops.mul(ops.add(of, Scalar(0.5)), Scalar(ratio)), Scalar(-0.5)), IValue(Scalar(0.0)), IValue()});
+    }
+    const Tensor i0 = ops.tensor("aten::clamp", {ops.to(ops.tensor("aten::floor", {source}), DType::Int64), IValue(),
+                                                 IValue(Scalar(in - 1))});
+    const Tensor lambda = ops.tensor("aten::clamp", {ops.sub(source, ops.to(i0, DType::Float64)), IValue(Scalar(0.0)),
+                                                     IValue(Scalar(1.0))});
+    const Tensor i1 = ops.add(i0, ops.to(ops.tensor("aten::lt.Scalar", {i0, Scalar(in - 1)}), DType::Int64));
+    const Tensor at0 = ops.to(ops.tensor("aten::eq.Tensor", {i, i0}), DType::Float64);
+    const Tensor at1 = ops.to(ops.tensor("aten::eq.Tensor", {i, i1}), DType::Float64);
+    return ops.to(ops.add(ops.mul(at0, ops.add(ops.neg(lambda), Scalar(1.0))), ops.mul(at1, lambda)), dtype);
+  };
+}
+
+void register_upsample_bilinear2d(Library& lib) {
+  Registry& r = lib.registry();
+  OpBuilder b(lib,
+              "aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? "
+              "scale_factors) -> Tensor",
+              "upsampling", "the last 2 dims resized by linear interpolation between the two nearest inputs per dim");
+  const std::string name = b.name();
+  using Sizes = std::optional<Ints>;
+  using Factors = std::optional<std::vector<double>>;
+  b.cpu([name](const Tensor& input, Sizes output_size, bool align_corners, Factors scale_factors) {
+     return bilinear_cpu(input, plan_bilinear(name, input.sizes(), output_size, align_corners, scale_factors));
+   })
+      .fake([name](const Tensor& input, Sizes output_size, bool align_corners, Factors scale_factors) {
+        const BilinearPlan p = plan_bilinear(name, input.sizes(), output_size, align_corners, scale_factors);
+        return nearest_fake(input, p.geometry, output_size.has_value());
+      })
+      .dtypes(kFloating);
+  b.autograd(
+      [name, ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
+        const IValue sizes = ctx.get("output_size"), factors = ctx.get("scale_factors");
+        const BilinearPlan p = plan_bilinear(name, ctx.get("sizes").to<Ints>(), sizes.is_none() ? Sizes() : Sizes(sizes.to<Ints>()),
+                                             ctx.get("align_corners").to<bool>(),
+                                             factors.is_none() ? Factors() : Factors(factors.to<std::vector<double>>()));
+        const SpatialMap& m = p.geometry.map;
+        return {linear_adjoint(ops, g[0], m.first_spatial, m.in_sizes, m.out_sizes, bilinear_weights(p)), Tensor(),
+                Tensor(), Tensor()};
+      },
+      [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
+        const Tensor input = inputs[0].to_tensor();
+        ctx.set("sizes", IValue(Ints(input.sizes().begin(), input.sizes().end())));
+        ctx.set("output_size", inputs[1]);
+        ctx.set("align_corners", inputs[2]);
+        ctx.set("scale_factors", inputs[3]);
+      },
+      /*double_backward=*/true);
+  b.samples([](SampleDraw& draw) {
+    Stack args = nearest_sample(draw);
+    args.insert(args.begin() + 2, IValue(draw.coin()));
+    return args;
+  });
+}
+
 }  // namespace
 
 void register_resampling(Library& lib) {
   for (int64_t spatial : {1, 2, 3}) register_pad(lib, "padding", PadMode::reflect, spatial);
   for (int64_t spatial : {2, 3}) register_pad(lib, "padding", PadMode::replicate, spatial);
   register_upsample_nearest2d(lib);
+  register_upsample_bilinear2d(lib);
   register_adaptive_avg_pool(lib, 2);
   register_adaptive_avg_pool(lib, 3);
   register_adaptive_avg_pool2d_backward(lib);

@@ -96,6 +96,24 @@ TEST(UpsampleNearest, EachInputGradientSumsTheOutputsThatReadIt) {
   expect_generated_gradients_pass("aten::upsample_nearest2d.vec");
 }
 
+TEST(UpsampleBilinear, InterpolatesTheTwoNearestInputsPerDim) {
+  const Tensor x = doubles({1, 2, 3, 4}, {1, 1, 2, 2});
+  // align_corners: the corners stay; 2 -> 3 puts the middle halfway.
+  expect_values(call("aten::upsample_bilinear2d.vec", {x, IValue(Ints{3, 3}), IValue(true), IValue()}),
+                {1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4});
+  // Half-pixel centres (align_corners false), 2 -> 4 along W: sources -0.25 (0), 0.25, 0.75, 1.25 (1).
+  expect_values(call("aten::upsample_bilinear2d.vec", {doubles({1, 2}, {1, 1, 1, 2}), IValue(Ints{1, 4}), IValue(false), IValue()}),
+                {1, 1.25, 1.75, 2});
+  // A scale factor of 2 is the same as output size 4.
+  expect_values(call("aten::upsample_bilinear2d.vec", {doubles({1, 2}, {1, 1, 1, 2}), IValue(), IValue(false),
+                                                        IValue(std::vector<double>{1.0, 2.0})}),
+                {1, 1.25, 1.75, 2});
+  Tensor y = leaf(doubles({1, 2}, {1, 1, 1, 2}));
+  // d/dx of the four outputs' sum: 1 + 0.75 + 0.25 + 0 for x0, the rest for x1.
+  expect_values(grad_of(call("aten::upsample_bilinear2d.vec", {y, IValue(Ints{1, 4}), IValue(false), IValue()}), y), {2, 2});
+  expect_generated_gradients_pass("aten::upsample_bilinear2d.vec");
+}
+
 TEST(AdaptiveAvgPool, EachOutputIsTheMeanOfItsWindow) {
   // 5 -> 3 along W: windows [0, 2), [1, 4), [3, 5).
   expect_values(call("aten::_adaptive_avg_pool2d", {doubles({1, 2, 3, 4, 5}, {1, 1, 5}), IValue(Ints{1, 3})}),
