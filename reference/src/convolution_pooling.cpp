@@ -540,6 +540,84 @@ Stack draw_pool_args(SampleDraw& draw, bool dilated) {
   return args;
 }
 
+// avg_pool2d's arguments: a pooling sample, count_include_pad and sometimes a divisor.
+Stack draw_avg_pool_args(SampleDraw& draw) {
+  Stack args = draw_pool_args(draw, false);
+  args.push_back(IValue(draw.coin()));  // count_include_pad
+  args.push_back(draw.coin(30) ? IValue(draw.integer(1, 3)) : IValue());
+  return args;
+}
+
+// Each output's gradient / its divisor added to every input position of its clipped window
+// (avg_window): the CPU kernel of avg_pool2d_backward, in double, rounded once.
+Tensor avg_pool_backward_cpu(const PoolPlan& p, const AvgPoolOptions& o, const Tensor& grad, const Tensor& self) {
+  const std::vector<double> g = grad.contiguous().to_vector<double>();
+  const int64_t plane = p.height * p.width, out_plane = p.out_height * p.out_width;
+  std::vector<double> x(static_cast<size_t>(p.planes * plane), 0.0);
+  for (int64_t c = 0; c < p.planes; ++c) {
+    for (int64_t oh = 0; oh < p.out_height; ++oh) {
+      for (int64_t ow = 0; ow < p.out_width; ++ow) {
+        const AvgWindow win = avg_window(p, o, oh, ow);
+        if (win.empty()) continue;
+        const double share = g[static_cast<size_t>(c * out_plane + oh * p.out_width + ow)] / static_cast<double>(win.divisor);
+        for (int64_t h = win.h0; h < win.h1; ++h)
+          for (int64_t w = win.w0; w < win.w1; ++w) x[static_cast<size_t>(c * plane + h * p.width + w)] += share;
+      }
+    }
+  }
+  return from_vector<double>(x, sizes_of(self)).to(self.dtype());
+}
+
+// avg_pool2d_backward(grad_output, self, ...): avg_pool2d's gradient as an op. Its gradient by
+// grad_output is avg_pool2d of the incoming one (a linear map's adjoint's adjoint, as PyTorch's
+// derivatives.yaml); self gives the shape only. A test ties it to avg_pool2d's formula.
+void register_avg_pool2d_backward(Library& lib, const std::string& fam) {
+  Registry& r = lib.registry();
+  OpBuilder b(lib,
+              "aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] "
+              "padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor",
+              fam, "the gradient of avg_pool2d: each grad_output element / its divisor spread over its window");
+  const std::string name = b.name();
+  auto plan = [name](const Tensor& grad, const Tensor& self, const Ints& kernel_size, const Ints& stride,
+                     const Ints& padding, bool ceil_mode, std::optional<int64_t> divisor_override) {
+    OPCONFORM_CHECK(!divisor_override || *divisor_override != 0, ErrorCode::kInvalidArgument, name,
+                    ": argument 'divisor_override' must not be zero");
+    const PoolPlan p = plan_pool(name, self, kernel_size, stride, padding, {1}, ceil_mode);
+    OPCONFORM_CHECK(sizes_of(grad) == p.out_sizes() && grad.dtype() == self.dtype(), ErrorCode::kInvalidArgument, name,
+                    ": 'grad_output' must be the pooled shape ", shape_string(p.out_sizes()), " in self's dtype, got ",
+                    shape_string(grad.sizes()), " ", opconform::name(grad.dtype()));
+    return p;
+  };
+  b.cpu([plan](const Tensor& grad, const Tensor& self, const Ints& kernel_size, const Ints& stride, const Ints& padding,
+               bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
+     return avg_pool_backward_cpu(plan(grad, self, kernel_size, stride, padding, ceil_mode, divisor_override),
+                                  {count_include_pad, divisor_override}, grad, self);
+   })
+      .fake([plan](const Tensor& grad, const Tensor& self, const Ints& kernel_size, const Ints& stride,
+                   const Ints& padding, bool ceil_mode, bool, std::optional<int64_t> divisor_override) {
+        plan(grad, self, kernel_size, stride, padding, ceil_mode, divisor_override);
+        if (is_symbolic(self)) return make_fake_tensor(self.sym_sizes(), self.dtype(), self.device());
+        return empty(self.sizes(), self.options());
+      })
+      .autograd(
+          [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
+            Stack args{IValue(g[0])};
+            for (size_t i = 2; i < 8; ++i) args.push_back(saved_argument(ctx, i));
+            return {ops.tensor("aten::avg_pool2d", std::move(args)), Tensor(), Tensor(), Tensor(), Tensor(),
+                    Tensor(), Tensor(), Tensor()};
+          },
+          [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) { save_arguments(ctx, inputs); })
+      .samples([name](SampleDraw& draw) {
+        Stack args = draw_avg_pool_args(draw);  // self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor
+        const Tensor self = args[0].to_tensor();
+        const PoolPlan p = plan_pool(name, self, args[1].to<Ints>(), args[2].to<Ints>(), args[3].to<Ints>(), {1},
+                                     args[4].to_bool());
+        args.insert(args.begin(), IValue(draw.tensor(p.out_sizes(), self.dtype())));
+        return args;
+      })
+      .dtypes(kFloating);
+}
+
 }  // namespace
 
 void register_convolution_pooling(Library& lib) {
@@ -666,14 +744,10 @@ void register_convolution_pooling(Library& lib) {
               ctx.save_for_backward({inputs[0].to_tensor()});
               save_arguments(ctx, inputs);
             })
-        .samples([](SampleDraw& draw) {
-          Stack args = draw_pool_args(draw, false);
-          args.push_back(IValue(draw.coin()));  // count_include_pad
-          args.push_back(draw.coin(30) ? IValue(draw.integer(1, 3)) : IValue());
-          return args;
-        })
+        .samples(draw_avg_pool_args)
         .dtypes(kFloating);
   }
+  register_avg_pool2d_backward(lib, fam);
 }
 
 }  // namespace opconform::reference

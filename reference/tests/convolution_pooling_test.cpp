@@ -155,5 +155,32 @@ TEST(Pooling, FormulasPassGradcheckAndGradgradcheck) {
                         {leaf(x), IValue(Ints{2, 3}), IValue(Ints{2, 1}), IValue(Ints{1, 1}), IValue(true), IValue(false), IValue()});
 }
 
+// avg_pool2d_backward is avg_pool2d's gradient: the op and the forward's formula agree, over the
+// divisor rules, padding and ceil_mode.
+TEST(Pooling, AvgPoolBackwardOpIsTheForwardsGradient) {
+  struct Args {
+    Ints kernel, stride, padding;
+    bool ceil_mode, count_include_pad;
+    std::optional<int64_t> divisor;
+  };
+  for (const Args& a : {Args{{2, 2}, {2, 2}, {0, 0}, false, true, std::nullopt}, Args{{3, 2}, {1, 2}, {1, 1}, true, false, std::nullopt},
+                        Args{{2, 3}, {2, 1}, {1, 0}, false, true, int64_t{5}}}) {
+    Tensor x = leaf(iota({2, 5, 4}).to(DType::Float64));
+    const IValue divisor = a.divisor ? IValue(*a.divisor) : IValue();
+    Tensor y = call("aten::avg_pool2d", {x, IValue(a.kernel), IValue(a.stride), IValue(a.padding), IValue(a.ceil_mode),
+                                         IValue(a.count_include_pad), divisor});
+    const Tensor w = iota(sizes_of(y)).to(DType::Float64);
+    const Tensor by_op = call("aten::avg_pool2d_backward", {w, x.detach(), IValue(a.kernel), IValue(a.stride), IValue(a.padding),
+                                                            IValue(a.ceil_mode), IValue(a.count_include_pad), divisor});
+    EXPECT_EQ(sizes_of(by_op), sizes_of(x));
+    expect_values(by_op, values(grad_of(y, x, w)));
+  }
+  EXPECT_NE(error_of("aten::avg_pool2d_backward", {doubles({1}, {1, 1, 1}), iota({1, 4, 4}).to(DType::Float64), IValue(Ints{2, 2}),
+                                                   IValue(Ints{2, 2}), IValue(Ints{0, 0}), IValue(false), IValue(true), IValue()})
+                .find("pooled shape"),
+            std::string::npos);
+  expect_generated_gradients_pass("aten::avg_pool2d_backward");
+}
+
 }  // namespace
 }  // namespace opconform::reference
