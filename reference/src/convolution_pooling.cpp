@@ -437,6 +437,25 @@ Tensor scatter_into_planes(const Ops& ops, const Tensor& src, const Tensor& inde
   return ops.reshape(summed, sizes);
 }
 
+// The plane positions max pooling's outputs took (indices as [planes, positions]), with the
+// outputs of empty windows sent to a dropped column `plane` (the mask built with registry ops);
+// any_empty says whether there are such outputs.
+Tensor max_pool_gradient_index(const Ops& ops, const PoolPlan& p, const Tensor& indices, Device device, bool& any_empty) {
+  const int64_t plane = p.height * p.width, positions = p.out_height * p.out_width;
+  std::vector<bool> empty_windows;
+  for (int64_t oh = 0; oh < p.out_height; ++oh)
+    for (int64_t ow = 0; ow < p.out_width; ++ow) empty_windows.push_back(max_window(p, oh, ow).empty());
+  Tensor index = ops.reshape(indices, {p.planes, positions});
+  any_empty = std::find(empty_windows.begin(), empty_windows.end(), true) != empty_windows.end();
+  if (!any_empty) return index;
+  Tensor mask = ops.full({positions}, false, DType::Bool, device);
+  for (int64_t i = 0; i < positions; ++i) {
+    if (!empty_windows[static_cast<size_t>(i)]) continue;
+    mask = ops.tensor("aten::select_scatter", {mask, ops.full({}, true, DType::Bool, device), IValue(int64_t{0}), IValue(i)});
+  }
+  return ops.where(mask, ops.full({}, plane, DType::Int64, device), index);
+}
+
 struct AvgPoolOptions {
   bool count_include_pad;
   std::optional<int64_t> divisor_override;
@@ -538,6 +557,85 @@ Stack draw_pool_args(SampleDraw& draw, bool dilated) {
   if (dilated) args.push_back(list(dilation));
   args.push_back(IValue(draw.coin(30)));  // ceil_mode
   return args;
+}
+
+// max_pool2d_with_indices_backward(grad_output, self, ..., indices): each output's gradient added
+// to the input position its index names (outputs of empty windows give none), as max pooling's
+// formula; its gradient by grad_output gathers the incoming one at the indices. A test ties it to
+// max_pool2d_with_indices' formula.
+void register_max_pool2d_backward(Library& lib, const std::string& fam) {
+  Registry& r = lib.registry();
+  OpBuilder b(lib,
+              "aten::max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, "
+              "int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor",
+              fam, "the gradient of max_pool2d_with_indices: each grad_output element added at its index");
+  const std::string name = b.name();
+  auto plan = [name](const Tensor& grad, const Tensor& self, const Ints& kernel_size, const Ints& stride,
+                     const Ints& padding, const Ints& dilation, bool ceil_mode, const Tensor& indices) {
+    const PoolPlan p = plan_pool(name, self, kernel_size, stride, padding, dilation, ceil_mode);
+    OPCONFORM_CHECK(sizes_of(grad) == p.out_sizes() && grad.dtype() == self.dtype(), ErrorCode::kInvalidArgument, name,
+                    ": 'grad_output' must be the pooled shape ", shape_string(p.out_sizes()), " in self's dtype, got ",
+                    shape_string(grad.sizes()), " ", opconform::name(grad.dtype()));
+    OPCONFORM_CHECK(sizes_of(indices) == p.out_sizes() && indices.dtype() == DType::Int64, ErrorCode::kInvalidArgument,
+                    name, ": 'indices' must be int64 of the pooled shape ", shape_string(p.out_sizes()), ", got ",
+                    shape_string(indices.sizes()), " ", opconform::name(indices.dtype()));
+    return p;
+  };
+  b.cpu([name, plan](const Tensor& grad, const Tensor& self, const Ints& kernel_size, const Ints& stride,
+                     const Ints& padding, const Ints& dilation, bool ceil_mode, const Tensor& indices) {
+     const PoolPlan p = plan(grad, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
+     const std::vector<double> g = grad.contiguous().to_vector<double>();
+     const std::vector<int64_t> at = indices.contiguous().to_vector<int64_t>();
+     const int64_t plane = p.height * p.width, positions = p.out_height * p.out_width;
+     std::vector<double> x(static_cast<size_t>(p.planes * plane), 0.0);
+     for (int64_t c = 0; c < p.planes; ++c) {
+       for (int64_t i = 0; i < positions; ++i) {
+         if (max_window(p, i / p.out_width, i % p.out_width).empty()) continue;
+         const int64_t k = at[static_cast<size_t>(c * positions + i)];
+         OPCONFORM_CHECK(k >= 0 && k < plane, ErrorCode::kInvalidArgument, name, ": index ", k,
+                         " in 'indices' is out of bounds for a plane of ", plane, " elements");
+         x[static_cast<size_t>(c * plane + k)] += g[static_cast<size_t>(c * positions + i)];
+       }
+     }
+     return from_vector<double>(x, sizes_of(self)).to(self.dtype());
+   })
+      .fake([plan](const Tensor& grad, const Tensor& self, const Ints& kernel_size, const Ints& stride,
+                   const Ints& padding, const Ints& dilation, bool ceil_mode, const Tensor& indices) {
+        plan(grad, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
+        if (is_symbolic(self)) return make_fake_tensor(self.sym_sizes(), self.dtype(), self.device());
+        return empty(self.sizes(), self.options());
+      })
+      .autograd(
+          [ops = Ops(r), name](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
+            const auto saved = ctx.saved_tensors();  // indices, self (for its shape)
+            const Tensor &indices = saved[0], &self = saved[1];
+            const PoolPlan p = plan_pool(name, self, saved_argument(ctx, 2).to<Ints>(), saved_argument(ctx, 3).to<Ints>(),
+                                         saved_argument(ctx, 4).to<Ints>(), saved_argument(ctx, 5).to<Ints>(),
+                                         saved_argument(ctx, 6).to_bool());
+            const int64_t plane = p.height * p.width;
+            bool any_empty = false;
+            const Tensor index = max_pool_gradient_index(ops, p, indices, g[0].device(), any_empty);
+            // A zero column at `plane` for the dropped outputs, then a gather at the indices.
+            const Tensor planes = ops.tensor("aten::constant_pad_nd",
+                                             {ops.reshape(g[0], {p.planes, plane}), IValue(Ints{0, 1}), IValue(int64_t{0})});
+            const Tensor gathered = ops.tensor("aten::gather", {planes, IValue(int64_t{1}), index, IValue(false)});
+            return {ops.reshape(gathered, p.out_sizes()), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+          },
+          [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
+            ctx.save_for_backward({inputs[7].to_tensor(), inputs[1].to_tensor()});
+            save_arguments(ctx, inputs);
+          })
+      .samples([name](SampleDraw& draw) {
+        Stack args = draw_pool_args(draw, true);  // self, kernel_size, stride, padding, dilation, ceil_mode
+        const Tensor self = args[0].to_tensor();
+        const PoolPlan p = plan_pool(name, self, args[1].to<Ints>(), args[2].to<Ints>(), args[3].to<Ints>(),
+                                     args[4].to<Ints>(), args[5].to_bool());
+        const Tensor indices = std::get<1>(max_pool_cpu(p, self));
+        args.insert(args.begin(), IValue(draw.tensor(p.out_sizes(), self.dtype())));
+        args.push_back(IValue(indices));
+        return args;
+      })
+      .dtypes(kFloating);
 }
 
 // avg_pool2d's arguments: a pooling sample, count_include_pad and sometimes a divisor.
@@ -682,20 +780,8 @@ void register_convolution_pooling(Library& lib) {
               const PoolPlan p = plan_pool(name, x, saved_argument(ctx, 1).to<Ints>(), saved_argument(ctx, 2).to<Ints>(),
                                            saved_argument(ctx, 3).to<Ints>(), saved_argument(ctx, 4).to<Ints>(), saved_argument(ctx, 5).to_bool());
               const int64_t plane = p.height * p.width, positions = p.out_height * p.out_width;
-              std::vector<bool> empty_windows;
-              for (int64_t oh = 0; oh < p.out_height; ++oh)
-                for (int64_t ow = 0; ow < p.out_width; ++ow) empty_windows.push_back(max_window(p, oh, ow).empty());
-              Tensor index = ops.reshape(indices, {p.planes, positions});
-              const bool any_empty = std::find(empty_windows.begin(), empty_windows.end(), true) != empty_windows.end();
-              if (any_empty) {  // send them to a dropped column (the mask built with registry ops)
-                Tensor mask = ops.full({positions}, false, DType::Bool, x.device());
-                for (int64_t i = 0; i < positions; ++i) {
-                  if (!empty_windows[i]) continue;
-                  mask = ops.tensor("aten::select_scatter", {mask, ops.full({}, true, DType::Bool, x.device()),
-                                                             IValue(int64_t{0}), IValue(i)});
-                }
-                index = ops.where(mask, ops.full({}, plane, DType::Int64, x.device()), index);
-              }
+              bool any_empty = false;
+              const Tensor index = max_pool_gradient_index(ops, p, indices, x.device(), any_empty);
               Tensor gx = scatter_into_planes(ops, ops.reshape(g[0], {p.planes, positions}), index, p.planes, plane,
                                               sizes_of(x), any_empty);
               return {gx, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
@@ -748,6 +834,7 @@ void register_convolution_pooling(Library& lib) {
         .dtypes(kFloating);
   }
   register_avg_pool2d_backward(lib, fam);
+  register_max_pool2d_backward(lib, fam);
 }
 
 }  // namespace opconform::reference

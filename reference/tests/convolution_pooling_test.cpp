@@ -179,7 +179,26 @@ TEST(Pooling, AvgPoolBackwardOpIsTheForwardsGradient) {
                                                    IValue(Ints{2, 2}), IValue(Ints{0, 0}), IValue(false), IValue(true), IValue()})
                 .find("pooled shape"),
             std::string::npos);
-  expect_generated_gradients_pass("aten::avg_pool2d_backward");
+  expect_generated_gradients_pass("aten::avg_pool2d_backward", false, 6);
+}
+
+// max_pool2d_with_indices_backward is max pooling's gradient: the op and the forward's formula
+// agree, dilation, padding and ceil_mode included.
+TEST(Pooling, MaxPoolBackwardOpIsTheForwardsGradient) {
+  for (const auto& [kernel, stride, padding, dilation, ceil_mode] :
+       {std::tuple{Ints{2, 2}, Ints{2, 2}, Ints{0, 0}, Ints{1, 1}, false}, std::tuple{Ints{3, 2}, Ints{1, 2}, Ints{1, 1}, Ints{1, 2}, true},
+        std::tuple{Ints{2, 3}, Ints{2, 1}, Ints{1, 0}, Ints{2, 1}, false}}) {
+    Tensor x = leaf(doubles({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4}, {1, 5, 4}));
+    auto out = call_all("aten::max_pool2d_with_indices",
+                        {x, IValue(kernel), IValue(stride), IValue(padding), IValue(dilation), IValue(ceil_mode)});
+    const Tensor y = out.at(0).to_tensor(), indices = out.at(1).to_tensor();
+    const Tensor w = iota(sizes_of(y)).to(DType::Float64);
+    const Tensor by_op = call("aten::max_pool2d_with_indices_backward",
+                              {w, x.detach(), IValue(kernel), IValue(stride), IValue(padding), IValue(dilation),
+                               IValue(ceil_mode), indices});
+    expect_values(by_op, values(grad_of(y, x, w)));
+  }
+  expect_generated_gradients_pass("aten::max_pool2d_with_indices_backward", false, 6);
 }
 
 }  // namespace

@@ -62,7 +62,7 @@ TEST(Padding, EachInputGradientSumsTheOutputsThatReadIt) {
   expect_values(grad_of(call("aten::replication_pad2d", {y, IValue(Ints{2, 0, 1, 0})}), y), {6, 2, 3, 1});
   for (const char* op : {"aten::reflection_pad1d", "aten::reflection_pad2d", "aten::reflection_pad3d",
                          "aten::replication_pad2d", "aten::replication_pad3d"})
-    expect_generated_gradients_pass(op);
+    expect_generated_gradients_pass(op, false, 6);  // few: the conformance suite runs more
 }
 
 TEST(UpsampleNearest, EachOutputReadsFloorOfItsScaledPosition) {
@@ -93,7 +93,7 @@ TEST(UpsampleNearest, EachInputGradientSumsTheOutputsThatReadIt) {
   // 2x2 -> 3x3 reads rows 0, 0, 1 and columns 0, 0, 1.
   Tensor x = leaf(doubles({1, 2, 3, 4}, {1, 1, 2, 2}));
   expect_values(grad_of(call("aten::upsample_nearest2d.vec", {x, IValue(Ints{3, 3}), IValue()}), x), {4, 2, 2, 1});
-  expect_generated_gradients_pass("aten::upsample_nearest2d.vec");
+  expect_generated_gradients_pass("aten::upsample_nearest2d.vec", false, 6);
 }
 
 TEST(UpsampleBilinear, InterpolatesTheTwoNearestInputsPerDim) {
@@ -111,7 +111,7 @@ TEST(UpsampleBilinear, InterpolatesTheTwoNearestInputsPerDim) {
   Tensor y = leaf(doubles({1, 2}, {1, 1, 1, 2}));
   // d/dx of the four outputs' sum: 1 + 0.75 + 0.25 + 0 for x0, the rest for x1.
   expect_values(grad_of(call("aten::upsample_bilinear2d.vec", {y, IValue(Ints{1, 4}), IValue(false), IValue()}), y), {2, 2});
-  expect_generated_gradients_pass("aten::upsample_bilinear2d.vec");
+  expect_generated_gradients_pass("aten::upsample_bilinear2d.vec", false, 6);
 }
 
 TEST(AdaptiveAvgPool, EachOutputIsTheMeanOfItsWindow) {
@@ -141,9 +141,9 @@ TEST(AdaptiveAvgPool, TheBackwardOpIsTheForwardsGradient) {
     EXPECT_EQ(sizes_of(by_op), sizes_of(x));
     expect_values(by_op, values(by_formula));
   }
-  expect_generated_gradients_pass("aten::_adaptive_avg_pool2d");
-  expect_generated_gradients_pass("aten::_adaptive_avg_pool3d");
-  expect_generated_gradients_pass("aten::_adaptive_avg_pool2d_backward");
+  expect_generated_gradients_pass("aten::_adaptive_avg_pool2d", false, 6);
+  expect_generated_gradients_pass("aten::_adaptive_avg_pool3d", false, 6);
+  expect_generated_gradients_pass("aten::_adaptive_avg_pool2d_backward", false, 6);
 }
 
 }  // namespace
