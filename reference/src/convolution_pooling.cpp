@@ -559,6 +559,13 @@ Stack draw_pool_args(SampleDraw& draw, bool dilated) {
   return args;
 }
 
+// A pooling backward op's grad_output: the pooled shape of self, in self's dtype.
+void check_pooled_grad(std::string_view op, const PoolPlan& p, const Tensor& grad, const Tensor& self) {
+  OPCONFORM_CHECK(sizes_of(grad) == p.out_sizes() && grad.dtype() == self.dtype(), ErrorCode::kInvalidArgument, op,
+                  ": 'grad_output' must be the pooled shape ", shape_string(p.out_sizes()), " in self's dtype, got ",
+                  shape_string(grad.sizes()), " ", name(grad.dtype()));
+}
+
 // max_pool2d_with_indices_backward(grad_output, self, ..., indices): each output's gradient added
 // to the input position its index names (outputs of empty windows give none), as max pooling's
 // formula; its gradient by grad_output gathers the incoming one at the indices. A test ties it to
@@ -573,9 +580,7 @@ void register_max_pool2d_backward(Library& lib, const std::string& fam) {
   auto plan = [name](const Tensor& grad, const Tensor& self, const Ints& kernel_size, const Ints& stride,
                      const Ints& padding, const Ints& dilation, bool ceil_mode, const Tensor& indices) {
     const PoolPlan p = plan_pool(name, self, kernel_size, stride, padding, dilation, ceil_mode);
-    OPCONFORM_CHECK(sizes_of(grad) == p.out_sizes() && grad.dtype() == self.dtype(), ErrorCode::kInvalidArgument, name,
-                    ": 'grad_output' must be the pooled shape ", shape_string(p.out_sizes()), " in self's dtype, got ",
-                    shape_string(grad.sizes()), " ", opconform::name(grad.dtype()));
+    check_pooled_grad(name, p, grad, self);
     OPCONFORM_CHECK(sizes_of(indices) == p.out_sizes() && indices.dtype() == DType::Int64, ErrorCode::kInvalidArgument,
                     name, ": 'indices' must be int64 of the pooled shape ", shape_string(p.out_sizes()), ", got ",
                     shape_string(indices.sizes()), " ", opconform::name(indices.dtype()));
@@ -681,9 +686,7 @@ void register_avg_pool2d_backward(Library& lib, const std::string& fam) {
     OPCONFORM_CHECK(!divisor_override || *divisor_override != 0, ErrorCode::kInvalidArgument, name,
                     ": argument 'divisor_override' must not be zero");
     const PoolPlan p = plan_pool(name, self, kernel_size, stride, padding, {1}, ceil_mode);
-    OPCONFORM_CHECK(sizes_of(grad) == p.out_sizes() && grad.dtype() == self.dtype(), ErrorCode::kInvalidArgument, name,
-                    ": 'grad_output' must be the pooled shape ", shape_string(p.out_sizes()), " in self's dtype, got ",
-                    shape_string(grad.sizes()), " ", opconform::name(grad.dtype()));
+    check_pooled_grad(name, p, grad, self);
     return p;
   };
   b.cpu([plan](const Tensor& grad, const Tensor& self, const Ints& kernel_size, const Ints& stride, const Ints& padding,
