@@ -1366,8 +1366,42 @@ void register_clone_and_copy(Library& lib, const std::string& fam) {
 
 }  // namespace
 
+// sym_numel and sym_size.int: a tensor's sizes as SymInts (symbols of a symbolic fake; numbers
+// otherwise). Samples are any tensor (and a dim in range). sym_stride.int and sym_storage_offset
+// are not here yet: their results are the layout, which stride_invariance and
+// test_aot_dispatch_dynamic rightly flag until the checks learn of layout queries.
+void register_sym_queries(Library& lib, const std::string& fam) {
+  auto any_tensor = [](SampleDraw& draw) { return Stack{IValue(draw.tensor(draw.shape(0, 4), draw.dtype()))}; };
+  auto tensor_and_dim = [](SampleDraw& draw) {
+    const Ints shape = draw.shape(1, 4);  // a 0-d tensor has no dim to ask about
+    const auto rank = static_cast<int64_t>(shape.size());
+    return Stack{IValue(draw.tensor(shape, draw.dtype())), IValue(draw.integer(-rank, rank - 1))};
+  };
+  // PyTorch's size(dim) / stride(dim): a 0-d tensor has none (no scalar wrapping).
+  auto dim_of = [](std::string_view op, const Tensor& self, int64_t dim) {
+    OPCONFORM_CHECK(self.dim() > 0, ErrorCode::kInvalidArgument, op, ": dimension specified as ", dim,
+                    " but tensor has no dimensions");
+    return static_cast<size_t>(wrap_dim(dim, self.dim(), op));
+  };
+  {
+    OpBuilder b(lib, "aten::sym_numel(Tensor self) -> SymInt", fam, "the number of elements, as a SymInt");
+    auto f = [](const Tensor& self) {
+      SymInt n(int64_t{1});
+      for (const SymInt& s : self.sym_sizes()) n = n * s;
+      return n;
+    };
+    b.cpu(f).fake(f).dtypes(kAll).samples(any_tensor);
+  }
+  {
+    OpBuilder b(lib, "aten::sym_size.int(Tensor self, int dim) -> SymInt", fam, "the size of dim `dim`, as a SymInt");
+    auto f = [name = b.name(), dim_of](const Tensor& self, int64_t dim) { return self.sym_sizes()[dim_of(name, self, dim)]; };
+    b.cpu(f).fake(f).dtypes(kAll).samples(tensor_and_dim);
+  }
+}
+
 void register_shape(Library& lib) {
   const std::string fam = "shape";
+  register_sym_queries(lib, fam);
   register_view(lib, fam);
   register_expand(lib, fam);
   register_unsqueeze(lib, fam);

@@ -356,5 +356,15 @@ TEST(ShapeSymbolic, FakeOutputsHaveSymbolicSizes) {
   EXPECT_FALSE(call("aten::view", {concrete, IValue(Ints{-1})}).has_symbolic_sizes());
 }
 
+TEST(Shape, SymNumelAndSymSizeGiveTheSizes) {
+  const Tensor x = iota({2, 3, 4}).permute({2, 0, 1});
+  const Stack n = call_all("aten::sym_numel", {x});
+  EXPECT_EQ(n.at(0).to<int64_t>(), 24);
+  EXPECT_EQ(call_all("aten::sym_size.int", {x, IValue(int64_t{0})}).at(0).to<int64_t>(), 4);
+  EXPECT_EQ(call_all("aten::sym_size.int", {x, IValue(int64_t{-1})}).at(0).to<int64_t>(), 3);
+  EXPECT_NE(error_of("aten::sym_size.int", {doubles({1}, {}), IValue(int64_t{0})}).find("no dimensions"), std::string::npos);
+  EXPECT_NE(error_of("aten::sym_size.int", {x, IValue(int64_t{3})}).find("aten::sym_size.int"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace opconform::reference
