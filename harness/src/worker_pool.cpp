@@ -125,12 +125,12 @@ bool settle(const std::vector<pid_t>& before, std::vector<pid_t> now) {
         [&](const CaseResult& r) {
           // Note [Threads a kernel leaves running]
           std::vector<pid_t> now = foreign_threads();
-          note_running("");  // a death from here on is between checks
           if (now != threads_before) {
             if (!write_all(replies, encode_frame("W"))) _exit(4);
-            settle(threads_before, std::move(now));
+            settle(threads_before, std::move(now));  // a crash meanwhile keeps the sample noted
             threads_before = foreign_threads();  // what lives on is not waited for again
           }
+          note_running("");  // a death from here on is between checks
           if (!write_all(replies, encode_frame("R " + reports::result_to_json_line(r)))) _exit(4);
         });
     if (!write_all(replies, encode_frame("D"))) _exit(4);

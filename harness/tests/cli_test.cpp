@@ -273,6 +273,8 @@ TEST_F(Cli, ACrashOnAThreadAfterTheKernelReturnedIsChargedToTheCheckThatRanIt) {
   EXPECT_EQ(r.results[0].outcome, Outcome::crashed) << r.results[0].message;
   EXPECT_NE(r.results[0].message.find("on a thread the check's kernel started"), std::string::npos)
       << r.results[0].message;
+  // The sample whose call started the thread is still named (noted until the result is sent).
+  EXPECT_NE(r.results[0].message.find("it was on sample"), std::string::npos) << r.results[0].message;
   EXPECT_EQ(r.results[1].outcome, Outcome::passed) << r.results[1].message;  // the next check is not blamed
 }
 

@@ -224,12 +224,21 @@ void register_pad(Library& lib, const std::string& fam, PadMode mode, int64_t sp
 
 // ---- nearest upsampling ----
 
-// PyTorch's nearest_idx: the input index output index o reads, with the scale in float (1 /
-// scale_factor when one was given, else in / out); out == in and out == 2 * in are exact.
+// PyTorch's compute_scales_value: the input step per output step, 1 / scale_factor when one was
+// given, else in / out; nearest computes it in float (nearest_scale), bilinear in double.
+float nearest_scale(std::optional<double> scale, int64_t in, int64_t out) {
+  return scale && *scale > 0 ? static_cast<float>(1.0 / *scale) : static_cast<float>(in) / static_cast<float>(out);
+}
+double linear_ratio(std::optional<double> scale, int64_t in, int64_t out) {
+  return scale && *scale > 0 ? 1.0 / *scale : static_cast<double>(in) / static_cast<double>(out);
+}
+
+// PyTorch's nearest_idx: the input index output index o reads, with the scale in float;
+// out == in and out == 2 * in are exact.
 int64_t nearest_source(int64_t o, int64_t in, int64_t out, std::optional<double> scale) {
   if (out == in) return o;
   if (out == 2 * in) return o >> 1;
-  const float s = scale && *scale > 0 ? static_cast<float>(1.0 / *scale) : static_cast<float>(in) / static_cast<float>(out);
+  const float s = nearest_scale(scale, in, out);
   return std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<float>(o) * s)), in - 1);
 }
 
@@ -276,8 +285,7 @@ SourceIndex nearest_source_index(const NearestPlan& p) {
     const Tensor o = ops.arange(out, device);
     if (out == in) return o;
     if (out == 2 * in) return ops.tensor("aten::div.Scalar_mode", {o, Scalar(int64_t{2}), IValue(std::string("floor"))});
-    const std::optional<double> scale = p.scales[k];
-    const float s = scale && *scale > 0 ? static_cast<float>(1.0 / *scale) : static_cast<float>(in) / static_cast<float>(out);
+    const float s = nearest_scale(p.scales[k], in, out);
     const Tensor scaled = ops.tensor("aten::floor", {ops.mul(ops.to(o, DType::Float32), Scalar(static_cast<double>(s)))});
     return ops.tensor("aten::clamp", {ops.to(scaled, DType::Int64), IValue(), IValue(Scalar(in - 1))});
   };
@@ -587,8 +595,7 @@ BilinearTap bilinear_tap(int64_t o, int64_t in, int64_t out, bool align_corners,
   if (align_corners) {
     source = (out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0) * static_cast<double>(o);
   } else {
-    const double ratio = scale && *scale > 0 ? 1.0 / *scale : static_cast<double>(in) / static_cast<double>(out);
-    source = std::max(0.0, ratio * (static_cast<double>(o) + 0.5) - 0.5);
+    source = std::max(0.0, linear_ratio(scale, in, out) * (static_cast<double>(o) + 0.5) - 0.5);
   }
   const int64_t i0 = std::min(static_cast<int64_t>(std::floor(source)), in - 1);
   return {i0, i0 + (i0 < in - 1 ? 1 : 0), std::clamp(source - static_cast<double>(i0), 0.0, 1.0)};
@@ -651,8 +658,7 @@ WeightMatrix bilinear_weights(const BilinearPlan& p) {
     if (p.align_corners) {
       source = ops.mul(of, Scalar(out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0));
     } else {
-      const std::optional<double> scale = p.geometry.scales[k];
-      const double ratio = scale && *scale > 0 ? 1.0 / *scale : static_cast<double>(in) / static_cast<double>(out);
+      const double ratio = linear_ratio(p.geometry.scales[k], in, out);
       source = ops.tensor("aten::clamp",
                           {ops.add(ops.mul(ops.add(of, Scalar(0.5)), Scalar(ratio)), Scalar(-0.5)), IValue(Scalar(0.0)), IValue()});
     }
