@@ -16,7 +16,7 @@
 #include "opconform/conformance/generate.h"
 #include "opconform/conformance/opcheck.h"
 #include "opconform/reference.h"
-#include "opconform/reference/case_spec.h"
+#include "opconform/conformance/case_spec.h"
 #include "opconform/harness/conformance_run.h"
 
 namespace {
@@ -38,11 +38,10 @@ struct Case {
 };
 
 std::vector<Case> cases() {
-  registry();
   std::vector<Case> out;
-  for (const auto& info : reference::reference_op_infos()) {
+  for (const auto& info : reference::reference_op_infos(registry())) {
     for (DType d : info.dtypes) {
-      GenerateSpec spec = reference::case_spec(info.name, d, kSamples);
+      GenerateSpec spec = conformance::case_spec(info.name, d, kSamples);
       out.push_back({info.name, d, spec});
     }
   }
@@ -55,7 +54,7 @@ void BM_reference_eager(benchmark::State& state) {
     int64_t calls = 0;
     for (const auto& c : all) {
       OperatorHandle op = registry().get(c.op);
-      for (Sample& s : generate_samples(op.schema(), c.op, c.spec)) {
+      for (Sample& s : generate_samples(op, c.spec)) {
         try {
           op.call_boxed(s.args);
         } catch (const Error&) {

@@ -52,7 +52,7 @@ struct World {
     const char* glob = std::getenv("OPCONFORM_FUZZ_OPS");
     for (const std::string& name : library->ops()) {
       if (glob != nullptr && *glob != '\0' && fnmatch(glob, name.c_str(), 0) != 0) continue;
-      auto info = reference::reference_op_info(name);
+      auto info = reference::reference_op_info(reference, name);
       if (!info || !library->has_kernel(name, OPC_KERNEL_CPU)) continue;
       Op op{library_registry.get(name), {}, library->has_kernel(name, OPC_KERNEL_CUDA)};
       const auto declared = library->declared_dtypes(name).value_or(info->dtypes);

@@ -105,6 +105,7 @@ class PluginLibrary final : public LoadedLibrary {
     }
     OPCONFORM_CHECK(left_out_.count(op) == 0, ErrorCode::kRegistration, "define: operator '", op, "' is defined twice");
     std::vector<Tag> tags;
+    std::shared_ptr<const OpData> data;
     if (options.schemas != nullptr) {
       if (auto known = options.schemas->find(op); known && known->has_schema()) {
         if (comparable_schema(known->schema()) != comparable_schema(schema)) {
@@ -114,11 +115,13 @@ class PluginLibrary final : public LoadedLibrary {
           return;
         }
         tags = known->tags();  // the same op is checked the same way, defined or not
+        data = known->data();
       }
     }
     OPCONFORM_CHECK(!defined_in_registry(op), ErrorCode::kRegistration, "define: operator '", op,
                     "' is already defined in the registry the plugin is loaded into");
     handles.push_back(registry->define(schema, tags, source()));
+    if (data) registry->set_op_data(op, *data);
     ops_[op].schema = std::move(schema);
   }
 
@@ -157,6 +160,9 @@ class PluginLibrary final : public LoadedLibrary {
     OpState& state = known_op(op);
     std::vector<DType> list;
     for (int64_t i = 0; i < count; ++i) list.push_back(from_dlpack_dtype(dtypes[i]));
+    OpData data = *registry->get(op).data();
+    data.constraints.dtypes = list;
+    registry->set_op_data(op, std::move(data));
     state.dtypes = std::move(list);
   }
 
@@ -170,6 +176,7 @@ class PluginLibrary final : public LoadedLibrary {
     OPCONFORM_CHECK(!defined_in_registry(op), ErrorCode::kRegistration, "operator '", op,
                     "' is already defined in the registry the plugin is loaded into");
     handles.push_back(registry->define(known->schema(), known->tags(), source()));
+    registry->set_op_data(op, *known->data());  // the definition's data comes with it
     OpState& state = ops_[op];
     state.schema = known->schema();
     state.defined_from_reference = true;

@@ -110,6 +110,23 @@ TEST(Loader, InProcessPluginRegistersAndRuns) {
   EXPECT_EQ(call(registry, "aten::neg", {x})[0].to_tensor().to_vector<double>(), (std::vector<double>{-1, -2, -3}));
 }
 
+// Note [Per-op data belongs to the registry]: an op defined from the reference's schema takes the
+// reference's data (sample spec, tolerances) with it; a plugin's own op has what it declared.
+TEST(Loader, OpsTakeTheirDataFromTheirDefinition) {
+  Registry registry;
+  auto lib = load_plugin(scale_plugin(), registry, {.schemas = &reference_registry()});
+  const auto neg = registry.get("aten::neg").data();
+  const auto reference_neg = reference_registry().get("aten::neg").data();
+  EXPECT_EQ(neg->doc, reference_neg->doc);
+  EXPECT_EQ(neg->constraints.dtypes, reference_neg->constraints.dtypes);
+  EXPECT_EQ(neg->rounding.has_value(), reference_neg->rounding.has_value());
+  const auto scale = registry.get("testlib::scale").data();
+  EXPECT_EQ(scale->constraints.dtypes, std::vector<DType>{DType::Float64});  // declare_dtypes
+  EXPECT_TRUE(scale->doc.empty());
+  // The reference registry is not changed by what the plugin declares.
+  EXPECT_FALSE(reference_registry().find("testlib::scale").has_value());
+}
+
 TEST(Loader, ArgumentsTheSchemaDoesNotWriteAreReadOnly) {
   static bool saw_read_only = false;
   auto check_flags = [](const OpcCallContext* ctx, const OpcValue* args, int64_t, OpcValue* returns, int64_t,

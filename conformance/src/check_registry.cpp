@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <map>
-#include <mutex>
 
 #include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
@@ -9,14 +8,13 @@
 namespace opconform::conformance {
 namespace {
 
-struct CheckTable {
-  std::mutex mutex;
-  std::map<std::string, std::unique_ptr<Check>, std::less<>> checks;
-};
+// The built-in checks by name: made once, never changed (so read without a lock), never destroyed
+// (checks are used until exit).
+using CheckTable = std::map<std::string, std::unique_ptr<Check>, std::less<>>;
 
-CheckTable& table() {
-  static CheckTable* t = [] {
-    auto* created = new CheckTable();  // never destroyed: checks are used until exit
+const CheckTable& table() {
+  static const CheckTable* t = [] {
+    auto* created = new CheckTable();
     for (auto make : {detail::make_test_schema, detail::make_test_autograd_registration, detail::make_test_faketensor,
                       detail::make_gradcheck, detail::make_gradgradcheck, detail::make_stride_invariance,
                       detail::make_determinism, detail::make_dtype_consistency, detail::make_edge_shapes,
@@ -25,7 +23,7 @@ CheckTable& table() {
                       detail::make_memory_safety, detail::make_thread_safety}) {
       auto check = make();
       std::string name(check->name());
-      created->checks.emplace(std::move(name), std::move(check));
+      created->emplace(std::move(name), std::move(check));
     }
     return created;
   }();
@@ -35,35 +33,25 @@ CheckTable& table() {
 }  // namespace
 
 const Check& check_named(std::string_view name) {
-  auto& t = table();
-  std::lock_guard lock(t.mutex);
-  auto it = t.checks.find(name);
-  if (it == t.checks.end()) {
+  const auto& t = table();
+  auto it = t.find(name);
+  if (it == t.end()) {
     std::string known;
-    for (const auto& [n, c] : t.checks) known += (known.empty() ? "" : ", ") + n;
+    for (const auto& [n, c] : t) known += (known.empty() ? "" : ", ") + n;
     throw Error(ErrorCode::kInvalidArgument, opconform::detail::concat("unknown check '", name, "' (known: ", known, ")"));
   }
   return *it->second;
 }
 
 std::vector<std::string> check_names() {
-  auto& t = table();
-  std::lock_guard lock(t.mutex);
   std::vector<std::string> names;
-  for (const auto& [n, c] : t.checks) names.push_back(n);
+  for (const auto& [n, c] : table()) names.push_back(n);
   return in_run_order(std::move(names));
 }
 
 std::vector<std::string> in_run_order(std::vector<std::string> checks) {
   std::stable_partition(checks.begin(), checks.end(), [](const std::string& n) { return n == "thread_safety"; });
   return checks;
-}
-
-void register_check(std::unique_ptr<Check> check) {
-  auto& t = table();
-  std::lock_guard lock(t.mutex);
-  std::string name(check->name());
-  t.checks[name] = std::move(check);
 }
 
 }  // namespace opconform::conformance

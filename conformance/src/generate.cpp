@@ -1007,6 +1007,11 @@ class BuilderDraw final : public SampleDraw {
     });
   }
 
+  int64_t size(bool allow_empty) override {
+    if (allow_empty && spec_.include_empty && coin(10)) return 0;
+    return integer(1, std::max<int64_t>(1, spec_.max_dim_size));
+  }
+
   Device device_value() override {
     auto devices = device_values(spec_, device_);
     return devices[static_cast<size_t>(integer(0, static_cast<int64_t>(devices.size()) - 1))];
@@ -1030,8 +1035,6 @@ class BuilderDraw final : public SampleDraw {
     vc.allow_nan = vc.allow_inf = false;
     return tensor_draw("index_tensor", sizes, DType::Int64, vc, false, true, std::pair{lo, hi});
   }
-
-  const GenerateSpec& spec() const override { return spec_; }
 
   // Replaying: every recorded draw was used.
   void finish() const {
@@ -1194,13 +1197,13 @@ struct BuilderGenerator {
 };
 
 std::shared_ptr<const BuilderGenerator> make_builder_generator(const FunctionSchema& schema, std::string op_name,
-                                                               SampleBuilder builder, const GenerateSpec& spec) {
+                                                               const OpData& data, const GenerateSpec& spec) {
   validate_spec(spec);
   auto g = std::make_shared<BuilderGenerator>();
   g->op_name = std::move(op_name);
-  g->builder = std::move(builder);
+  g->builder = data.sample_builder;
   g->spec = spec;
-  g->sample_dtypes = sample_dtypes_of(spec, declared_constraints(g->op_name).value_or(InputConstraints{}).dtypes);
+  g->sample_dtypes = sample_dtypes_of(spec, data.constraints.dtypes);
   g->names = argument_names(schema);
   g->schema = schema;
   return g;
@@ -1224,15 +1227,6 @@ rc::Shrinkable<BuilderPlan> plan_node(std::shared_ptr<const BuilderGenerator> g,
 
 rc::Gen<BuilderPlan> plan_gen(std::shared_ptr<const BuilderGenerator> g) {
   return rc::Gen<BuilderPlan>([g](const rc::Random& random, int size) { return plan_node(g, {}, random, size); });
-}
-
-struct BuilderTable {
-  std::mutex mutex;
-  std::map<std::string, SampleBuilder, std::less<>> by_op;
-};
-BuilderTable& builder_table() {
-  static BuilderTable table;
-  return table;
 }
 
 // The name an op is known by: op_name, else the schema's.
@@ -1385,42 +1379,16 @@ std::vector<Sample> generate_samples(const FunctionSchema& schema, const InputCo
   return detail::take_samples(sample_gen(schema, constraints, spec), spec);
 }
 
-void declare_sample_builder(std::string op_name, SampleBuilder builder) {
-  OPCONFORM_CHECK(builder, ErrorCode::kInvalidArgument, "declare_sample_builder(", op_name, "): an empty builder");
-  auto& t = builder_table();
-  std::lock_guard lock(t.mutex);
-  t.by_op[std::move(op_name)] = std::move(builder);
-}
-
-SampleBuilder declared_sample_builder(std::string_view op_name) {
-  auto& t = builder_table();
-  std::lock_guard lock(t.mutex);
-  if (auto it = t.by_op.find(op_name); it != t.by_op.end()) return it->second;
-  // "ns::op.overload" falls back to the builder of "ns::op" (as declared_constraints does).
-  if (auto base = op_without_overload(op_name)) {
-    if (auto it = t.by_op.find(*base); it != t.by_op.end()) return it->second;
-  }
-  return {};
-}
-
-bool undeclare_sample_builder(std::string_view op_name) {
-  auto& t = builder_table();
-  std::lock_guard lock(t.mutex);
-  auto it = t.by_op.find(op_name);
-  if (it == t.by_op.end()) return false;
-  t.by_op.erase(it);
-  return true;
-}
-
 namespace detail {
 
-rc::Gen<Sample> op_sample_gen(const FunctionSchema& schema, std::string_view op_name, const GenerateSpec& spec) {
+rc::Gen<Sample> op_sample_gen(const FunctionSchema& schema, std::string_view op_name, const OpData& data,
+                              const GenerateSpec& spec) {
   const std::string name = op_name_of(schema, op_name);
-  if (auto builder = declared_sample_builder(name)) {
-    auto g = make_builder_generator(schema, name, std::move(builder), spec);
+  if (data.sample_builder) {
+    auto g = make_builder_generator(schema, name, data, spec);
     return rc::gen::map(plan_gen(g), [g](const BuilderPlan& p) { return g->materialize(p); });
   }
-  return sample_gen(schema, declared_constraints(name).value_or(InputConstraints{}), spec);
+  return sample_gen(schema, data.constraints, spec);
 }
 
 std::vector<Sample> take_samples(const rc::Gen<Sample>& gen, const GenerateSpec& spec) {
@@ -1433,15 +1401,22 @@ std::vector<Sample> take_samples(const rc::Gen<Sample>& gen, const GenerateSpec&
 
 }  // namespace detail
 
-std::optional<GeneratedFailure> find_failure(const FunctionSchema& schema, const std::string& op_name,
-                                             const SampleProperty& property, const GenerateSpec& spec) {
-  const std::string name = op_name_of(schema, op_name);
-  if (auto builder = declared_sample_builder(name)) {
-    auto g = make_builder_generator(schema, name, std::move(builder), spec);
-    return search(plan_gen(g), [g](const BuilderPlan& p) { return g->materialize(p); }, name, property, spec);
+rc::Gen<Sample> sample_gen(const OperatorHandle& op, const GenerateSpec& spec) {
+  return detail::op_sample_gen(op.schema(), op.name(), *op.data(), spec);
+}
+
+std::vector<Sample> generate_samples(const OperatorHandle& op, const GenerateSpec& spec) {
+  return detail::take_samples(sample_gen(op, spec), spec);
+}
+
+std::optional<GeneratedFailure> find_failure(const OperatorHandle& op, const SampleProperty& property,
+                                             const GenerateSpec& spec) {
+  const auto data = op.data();
+  if (data->sample_builder) {
+    auto g = make_builder_generator(op.schema(), op.name(), *data, spec);
+    return search(plan_gen(g), [g](const BuilderPlan& p) { return g->materialize(p); }, op.name(), property, spec);
   }
-  auto declared = declared_constraints(name);
-  return find_failure(schema, declared.value_or(InputConstraints{}), op_name, property, spec);
+  return find_failure(op.schema(), data->constraints, op.name(), property, spec);
 }
 
 std::optional<GeneratedFailure> find_failure(const FunctionSchema& schema, const InputConstraints& constraints,

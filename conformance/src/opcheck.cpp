@@ -66,7 +66,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
   for (const auto& name : names) checks.push_back(&check_named(name));  // throws for unknown names
   GenerateSpec spec = generated;
   spec.seed = resolve_seed(generated);  // one seed for the first pass and the searches
-  const std::vector<Sample> samples = generate_samples(op.schema(), op.name(), spec);
+  const std::vector<Sample> samples = generate_samples(op, spec);
   if (options.on_samples) options.on_samples(samples);
 
   OpcheckResults results;
@@ -113,7 +113,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
     if (!other && mistrusted && !any_passed) other = mistrusted;
     if (first_failure) {
       if (options.on_sample) options.on_sample(OpcheckOptions::kShrinking);
-      auto shrunk = find_failure(op.schema(), op.name(), run, spec);
+      auto shrunk = find_failure(op, run, spec);
       CheckResult r = shrunk ? shrunk->result : *first_failure;
       r.check = name;
       if (r.repro.empty()) {

@@ -100,7 +100,7 @@ Verdict compare_observables(const OperatorHandle& op, const std::vector<std::pai
         }
         continue;
       }
-      Comparison c = compare(at, et, spec.for_dtype(et.dtype(), op.name()));
+      Comparison c = compare(at, et, spec.for_dtype(et.dtype(), op.data().get()));
       if (!c.equal) return {false, false, concat(actual[i].first, ": ", c.mismatch)};
       ++tensors;
       mistrusted += c.mistrusted ? 1 : 0;
@@ -311,13 +311,13 @@ class DtypeConsistency final : public Check {
     // The float64 result, rounded to the sample run's dtype, is the reference; the tolerance is
     // that (lower) dtype's.
     size_t compared = 0, mistrusted = 0;
-    const std::optional<RoundingContract> rounding = declared_rounding(ctx.op.name());
+    const std::optional<RoundingContract> rounding = ctx.op.data()->rounding;
     for (size_t i = 0; i < low.seen.size(); ++i) {
       const IValue& l = low.seen[i].second;
       const IValue& h = ref.seen[i].second;
       if (!l.is_tensor() || !h.is_tensor() || !l.to_tensor().defined() || !h.to_tensor().defined()) continue;
       const Tensor& lt = l.to_tensor();
-      Comparison c = compare(lt, h.to_tensor().to(lt.dtype()), ctx.tolerance.for_dtype(lt.dtype(), ctx.op.name()));
+      Comparison c = compare(lt, h.to_tensor().to(lt.dtype()), ctx.tolerance.for_dtype(lt.dtype(), ctx.op.data().get()));
       if (!c.equal) {
         return make_result(name(), Outcome::failed,
                            concat("dtype_consistency of '", ctx.op.name(), "': ", low.seen[i].first, " in ",
@@ -472,7 +472,7 @@ class EdgeShapes final : public Check {
           const IValue& f = full->seen[i].second;
           if (!g.is_tensor() || !f.is_tensor() || !f.to_tensor().defined() || f.to_tensor().numel() == 0) continue;
           const Tensor want = edge_slice(f.to_tensor(), e);
-          Comparison c = compare(g.to_tensor(), want, ctx.tolerance.for_dtype(want.dtype(), ctx.op.name()));
+          Comparison c = compare(g.to_tensor(), want, ctx.tolerance.for_dtype(want.dtype(), ctx.op.data().get()));
           if (!c.equal) {
             return make_result(name(), Outcome::failed,
                                concat("edge_shapes of '", ctx.op.name(), "': ", what, " ", got.seen[i].first,
@@ -593,7 +593,7 @@ class VmapConsistency final : public Check {
       }
       for (size_t k = 0; k < got.size(); ++k) {
         const Tensor want = one.seen[k].second.to_tensor();
-        Comparison c = compare(got[k].select(0, b), want, ctx.tolerance.for_dtype(want.dtype(), ctx.op.name()));
+        Comparison c = compare(got[k].select(0, b), want, ctx.tolerance.for_dtype(want.dtype(), ctx.op.data().get()));
         if (!c.equal) {
           return make_result(name(), Outcome::failed,
                              concat("vmap_consistency of '", ctx.op.name(), "': under vmap (B=", kBatch,

@@ -4,10 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <set>
 
-#include "opconform/conformance/constraints.h"
 #include "opconform/core/error.h"
 #include "opconform/core/half.h"
 
@@ -15,16 +13,6 @@ namespace opconform::conformance {
 namespace {
 
 using opconform::detail::concat;
-
-struct Table {
-  std::mutex mutex;
-  std::map<std::string, RoundingContract, std::less<>> contracts;
-};
-
-Table& table() {
-  static Table* t = new Table();  // never destroyed: declarations are read until exit
-  return *t;
-}
 
 // The 16-bit formats by their bits: nearest-even rounding from double (half.h rounds exactly,
 // Note [Round to odd]), the value of a bit pattern, and an integer key that orders patterns as
@@ -80,24 +68,6 @@ Element judge(DType d, uint16_t got, double exact, const RoundingContract& c) {
 }
 
 }  // namespace
-
-void declare_rounding(std::string op_name, RoundingContract contract) {
-  OPCONFORM_CHECK(!op_name.empty(), ErrorCode::kInvalidArgument, "declare_rounding: the operator name is empty");
-  OPCONFORM_CHECK(contract.ulps >= 0 && contract.working_error >= 0 && contract.working_error < 0x1p-8,
-                  ErrorCode::kInvalidArgument, "declare_rounding('", op_name, "'): ulps must be >= 0 and working_error in [0, 2^-8)");
-  auto& t = table();
-  std::lock_guard lock(t.mutex);
-  t.contracts[std::move(op_name)] = contract;
-}
-
-std::optional<RoundingContract> declared_rounding(std::string_view op_name) {
-  auto& t = table();
-  std::lock_guard lock(t.mutex);
-  if (auto it = t.contracts.find(op_name); it != t.contracts.end()) return it->second;
-  if (auto base = op_without_overload(op_name))
-    if (auto it = t.contracts.find(*base); it != t.contracts.end()) return it->second;
-  return std::nullopt;
-}
 
 RoundingVerdict check_rounding(const Tensor& low, const Tensor& exact, const RoundingContract& contract) {
   RoundingVerdict v;

@@ -343,7 +343,7 @@ class TestAotDispatchDynamic final : public Check {
     for (size_t i = 0; i < eager_grads.size() && i < graph_grads.size(); ++i) {
       const Tensor* g = graph_grads[i].get_if<Tensor>();
       if (!eager_grads[i].defined() || g == nullptr || !g->defined()) continue;
-      Comparison c = compare(*g, eager_grads[i], ctx.tolerance.for_dtype(eager_grads[i].dtype(), op.name()));
+      Comparison c = compare(*g, eager_grads[i], ctx.tolerance.for_dtype(eager_grads[i].dtype(), op.data().get()));
       if (!c.equal) {
         return CheckResult{"test_aot_dispatch_dynamic", Outcome::failed,
                            concat("test_aot_dispatch_dynamic of '", op.name(), "': the gradient of differentiable input ", i,

@@ -15,9 +15,9 @@
 // float64 / complex128 / int64, so strides and devices of the two tensors may differ. A
 // tolerance of 0 is 0: nothing is substituted for it (PyTorch ignores rtol=0 in some paths).
 //
-// Which tolerance applies (ToleranceSpec::for_dtype): a tolerance declared for the op and dtype
-// (declare_tolerance, with a reason) wins; else explicit atol / rtol (opcheck's options), each
-// on its own, replace the dtype default; else the dtype default (the table of CHECKS.md).
+// Which tolerance applies (ToleranceSpec::for_dtype): the op's own for the dtype (its data's
+// ToleranceOverride, with a reason) wins; else explicit atol / rtol (opcheck's options), each
+// on its own, replace the dtype default; else the dtype default (the table of docs/checks.md).
 //
 // Mistrusted. A comparison that proves nothing is reported as such rather than passed: when
 // the tensors have at least one element, every element matched, and every pair was (zero,
@@ -41,21 +41,6 @@ namespace opconform::conformance {
 namespace {
 
 // ---------------------------------------------------------------- declared tolerances
-
-struct Declared {
-  Tolerance tolerance;
-  std::string reason;
-};
-
-struct DeclaredTable {
-  std::mutex mutex;
-  std::map<std::pair<std::string, DType>, Declared> entries;
-};
-
-DeclaredTable& declared_table() {
-  static DeclaredTable* table = new DeclaredTable();  // never destroyed: used until exit
-  return *table;
-}
 
 void check_tolerance_value(double v, const char* what) {
   OPCONFORM_CHECK(std::isfinite(v) && v >= 0, ErrorCode::kInvalidArgument, "tolerance: ", what,
@@ -251,9 +236,9 @@ Tolerance default_tolerance(DType dtype) {
   }
 }
 
-Tolerance ToleranceSpec::for_dtype(DType dtype, std::string_view op_name) const {
-  if (!op_name.empty()) {
-    if (auto declared = declared_tolerance(op_name, dtype)) return declared->first;
+Tolerance ToleranceSpec::for_dtype(DType dtype, const OpData* op) const {
+  if (op != nullptr) {
+    if (const ToleranceOverride* own = op->tolerance_for(dtype)) return own->tolerance;
   }
   Tolerance t = default_tolerance(dtype);
   if (atol) {
@@ -265,27 +250,6 @@ Tolerance ToleranceSpec::for_dtype(DType dtype, std::string_view op_name) const 
     t.rtol = *rtol;
   }
   return t;
-}
-
-void declare_tolerance(std::string op_name, DType dtype, Tolerance tolerance, std::string reason) {
-  OPCONFORM_CHECK(!op_name.empty(), ErrorCode::kInvalidArgument, "declare_tolerance: the operator name is empty");
-  OPCONFORM_CHECK(!reason.empty(), ErrorCode::kInvalidArgument, "declare_tolerance('", op_name, "', ", name(dtype),
-                  "): give a reason; it is shown in every report that uses this tolerance");
-  check_tolerance_value(tolerance.atol, "atol");
-  check_tolerance_value(tolerance.rtol, "rtol");
-  OPCONFORM_CHECK(!tolerance.max_ulp || *tolerance.max_ulp >= 0, ErrorCode::kInvalidArgument,
-                  "tolerance: max_ulp must be >= 0 (got ", tolerance.max_ulp.value_or(0), ")");
-  auto& table = declared_table();
-  std::lock_guard lock(table.mutex);
-  table.entries[{std::move(op_name), dtype}] = {tolerance, std::move(reason)};
-}
-
-std::optional<std::pair<Tolerance, std::string>> declared_tolerance(std::string_view op_name, DType dtype) {
-  auto& table = declared_table();
-  std::lock_guard lock(table.mutex);
-  auto it = table.entries.find({std::string(op_name), dtype});
-  if (it == table.entries.end()) return std::nullopt;
-  return std::make_pair(it->second.tolerance, it->second.reason);
 }
 
 Comparison compare(const Tensor& actual, const Tensor& expected, const Tolerance& tolerance) {

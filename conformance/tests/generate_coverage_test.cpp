@@ -167,20 +167,21 @@ TEST(GenerateCoverage, DifferentiableInputsRequireGradByDefault) {
 // Sample builders see the same: the op's declared dtypes, the large tier through draw.shape(),
 // every device through draw.device_value().
 TEST(GenerateCoverage, SampleBuildersGetTheDeclaredDtypesAndTheLargeTier) {
-  const std::string op = "test_coverage::built";
-  auto schema = parse_schema(op + "(Tensor self, Device? device) -> Tensor");
-  InputConstraints c;
-  c.accept_dtypes({DType::Float16, DType::Int32});
-  declare_constraints(op, c);
-  declare_sample_builder(op, [](SampleDraw& draw) {
+  Registry registry;
+  auto def = registry.define(parse_schema("test_coverage::built(Tensor self, Device? device) -> Tensor"), {},
+                             RegistrationSource::named("test"));
+  OpData data;
+  data.constraints.accept_dtypes({DType::Float16, DType::Int32});
+  data.sample_builder = [](SampleDraw& draw) {
     Tensor self = draw.tensor(draw.shape(0, 3), draw.dtype());
     return Stack{IValue(self), IValue(draw.device_value())};
-  });
+  };
+  registry.set_op_data("test_coverage::built", std::move(data));
   std::set<DType> dtypes;
   std::set<DeviceType> devices;
   int large = 0;
   const GenerateSpec spec = defaults(300);
-  for (const auto& s : generate_samples(schema, op, spec)) {
+  for (const auto& s : generate_samples(registry.get("test_coverage::built"), spec)) {
     const Tensor& self = s.args[0].to_tensor();
     dtypes.insert(self.dtype());
     large += std::any_of(self.sizes().begin(), self.sizes().end(), [&](int64_t d) { return d > spec.max_dim_size; });
@@ -189,8 +190,6 @@ TEST(GenerateCoverage, SampleBuildersGetTheDeclaredDtypesAndTheLargeTier) {
   EXPECT_EQ(dtypes, (std::set<DType>{DType::Float16, DType::Int32}));
   EXPECT_GT(large, 300 * spec.large_percent / 100 / 3) << "samples with a size only the large tier gives";
   EXPECT_EQ(devices, std::set<DeviceType>{DeviceType::CPU});
-  undeclare_sample_builder(op);
-  undeclare_constraints(op);
 }
 
 }  // namespace

@@ -13,7 +13,8 @@
 #include <set>
 #include <string>
 
-#include "opconform/conformance/constraints.h"
+#include "opconform/core/input_constraints.h"
+#include "opconform/core/registry.h"
 #include "opconform/core/schema.h"
 #include "support/error_of.h"
 
@@ -21,6 +22,25 @@ namespace opconform::conformance {
 namespace {
 
 using ::testing::HasSubstr;
+
+// An op defined in a registry of its own, with the data a test gives it (Note [Per-op data
+// belongs to the registry]): what generation by operator reads.
+struct TestOp {
+  Registry registry;
+  RegistrationHandle definition;
+  OperatorHandle op;
+  TestOp(std::string_view schema, OpData data)
+      : definition(registry.define(parse_schema(schema), {}, RegistrationSource::named("test"))),
+        op(registry.get(parse_schema(schema).full_name())) {
+    registry.set_op_data(op.name(), std::move(data));
+  }
+  TestOp(std::string_view schema, SampleBuilder builder) : TestOp(schema, with_builder(std::move(builder))) {}
+  static OpData with_builder(SampleBuilder builder) {
+    OpData data;
+    data.sample_builder = std::move(builder);
+    return data;
+  }
+};
 
 GenerateSpec spec_with(int count, uint64_t seed = 1234) {
   GenerateSpec spec;
@@ -214,15 +234,6 @@ TEST(Constraints, ValidationRejectsUnknownNamesAndWrongTypes) {
               HasSubstr("dim_in_range(f, a) needs an int"));
 }
 
-TEST(Constraints, TableIsPerOpWithOverloadFallback) {
-  declare_constraints("gentest::op", InputConstraints().relate(size_positive("x")));
-  ASSERT_TRUE(declared_constraints("gentest::op").has_value());
-  EXPECT_TRUE(declared_constraints("gentest::op.Tensor").has_value());  // overloads share it
-  EXPECT_FALSE(declared_constraints("gentest::other").has_value());
-  EXPECT_TRUE(undeclare_constraints("gentest::op"));
-  EXPECT_FALSE(declared_constraints("gentest::op").has_value());
-}
-
 // ---- coverage ----
 
 TEST(Generate, CoversScalarsEmptiesNonContiguousAndSpecialValues) {
@@ -327,7 +338,7 @@ GenerateSpec float64_spec(uint64_t seed) {
 TEST(FindFailure, StrideBugShrinksToTwoElementNonContiguousTensor) {
   ScopedEnv no_override("OPCONFORM_SEED", std::nullopt);
   auto schema = parse_schema("test::negate(Tensor x) -> Tensor");
-  auto failure = find_failure(schema, "test::negate", stride_property, float64_spec(42));
+  auto failure = find_failure(schema, InputConstraints{}, "test::negate", stride_property, float64_spec(42));
   ASSERT_TRUE(failure.has_value());
   const Tensor& x = failure->minimal.args[0].to_tensor();
   EXPECT_EQ(x.numel(), 2) << failure->minimal.description;
@@ -344,7 +355,7 @@ TEST(FindFailure, ShrinksForEverySeed) {
   ScopedEnv no_override("OPCONFORM_SEED", std::nullopt);
   auto schema = parse_schema("test::negate(Tensor x) -> Tensor");
   for (uint64_t seed : {1u, 7u, 2024u, 31337u}) {
-    auto failure = find_failure(schema, "test::negate", stride_property, float64_spec(seed));
+    auto failure = find_failure(schema, InputConstraints{}, "test::negate", stride_property, float64_spec(seed));
     ASSERT_TRUE(failure.has_value()) << seed;
     const Tensor& x = failure->minimal.args[0].to_tensor();
     EXPECT_EQ(x.numel(), 2) << seed << ": " << failure->minimal.description;
@@ -355,12 +366,12 @@ TEST(FindFailure, ShrinksForEverySeed) {
 TEST(FindFailure, ReplayWithTheReportedSeedGivesTheSameMinimalSample) {
   auto schema = parse_schema("test::negate(Tensor x) -> Tensor");
   GenerateSpec random_seed = float64_spec(0);  // a random seed, reported in the failure
-  auto failure = find_failure(schema, "test::negate", stride_property, random_seed);
+  auto failure = find_failure(schema, InputConstraints{}, "test::negate", stride_property, random_seed);
   ASSERT_TRUE(failure.has_value());
   ASSERT_NE(failure->seed, 0u);
   // What the replay line does: the same search under OPCONFORM_SEED.
   ScopedEnv env("OPCONFORM_SEED", std::to_string(failure->seed));
-  auto replayed = find_failure(schema, "test::negate", stride_property, random_seed);
+  auto replayed = find_failure(schema, InputConstraints{}, "test::negate", stride_property, random_seed);
   ASSERT_TRUE(replayed.has_value());
   EXPECT_EQ(replayed->seed, failure->seed);
   EXPECT_EQ(replayed->minimal.description, failure->minimal.description);
@@ -388,12 +399,12 @@ TEST(FindFailure, PassingPropertyFindsNothing) {
 TEST(FindFailure, OnlyFailedAndCrashedCount) {
   auto schema = parse_schema("test::unary(Tensor x) -> Tensor");
   for (Outcome o : {Outcome::mistrusted, Outcome::skipped, Outcome::timed_out, Outcome::unsupported}) {
-    auto failure = find_failure(schema, "test::unary", [o](const Sample&) { return result("c", o); },
+    auto failure = find_failure(schema, InputConstraints{}, "test::unary", [o](const Sample&) { return result("c", o); },
                                 spec_with(20));
     EXPECT_FALSE(failure.has_value());
   }
   // The property writes its input; the minimal sample is made anew, untouched.
-  auto crashed = find_failure(schema, "test::unary",
+  auto crashed = find_failure(schema, InputConstraints{}, "test::unary",
                               [](const Sample& s) {
                                 s.args[0].to_tensor().fill_(5);
                                 return crashed_result();
@@ -407,7 +418,7 @@ TEST(FindFailure, OnlyFailedAndCrashedCount) {
 
 TEST(FindFailure, ThrowingPropertyFailsWithTheException) {
   auto schema = parse_schema("test::unary(Tensor x) -> Tensor");
-  auto failure = find_failure(schema, "test::unary",
+  auto failure = find_failure(schema, InputConstraints{}, "test::unary",
                               [](const Sample& s) -> CheckResult {
                                 if (s.args[0].to_tensor().numel() > 3) throw std::runtime_error("too big");
                                 return result("c");
@@ -418,10 +429,11 @@ TEST(FindFailure, ThrowingPropertyFailsWithTheException) {
   EXPECT_EQ(failure->minimal.args[0].to_tensor().numel(), 4) << failure->minimal.description;
 }
 
-TEST(FindFailure, UsesTheDeclaredConstraints) {
-  auto schema = parse_schema("gentest2::pos(Tensor x) -> Tensor");
-  declare_constraints("gentest2::pos", InputConstraints().arg("x", values(std::nullopt, std::nullopt, /*positive=*/true)));
-  auto failure = find_failure(schema, "gentest2::pos",
+TEST(FindFailure, UsesTheOpsConstraints) {
+  OpData data;
+  data.constraints.arg("x", values(std::nullopt, std::nullopt, /*positive=*/true));
+  TestOp pos("gentest2::pos(Tensor x) -> Tensor", std::move(data));
+  auto failure = find_failure(pos.op,
                               [](const Sample& s) {
                                 CheckResult r = result("positive");
                                 for (double v : s.args[0].to_tensor().to_vector<double>())
@@ -429,21 +441,10 @@ TEST(FindFailure, UsesTheDeclaredConstraints) {
                                 return r;
                               },
                               spec_with(200));
-  undeclare_constraints("gentest2::pos");
   EXPECT_FALSE(failure.has_value()) << failure->minimal.description;
 }
 
 // ---- sample builders ----
-
-// Declares a builder for one test scope.
-class ScopedBuilder {
- public:
-  ScopedBuilder(std::string op, SampleBuilder builder) : op_(std::move(op)) { declare_sample_builder(op_, std::move(builder)); }
-  ~ScopedBuilder() { undeclare_sample_builder(op_); }
-
- private:
-  std::string op_;
-};
 
 // A view-like op: `size` must multiply to self's numel (one entry may be -1), which no
 // InputConstraints can say. The builder regroups self's sizes: adjacent ones merged where a coin
@@ -485,10 +486,9 @@ CheckResult contiguity_property(const Sample& s) {
 }
 
 TEST(SampleBuilder, EverySampleIsValidAndCoverageIsKept) {
-  ScopedBuilder declared("gentest_b::view", view_builder);
-  auto schema = parse_schema(kViewSchema);
+  TestOp declared(kViewSchema, view_builder);
   int non_contiguous = 0, empties = 0, scalars = 0, regrouped = 0, inferred = 0;
-  for (const auto& s : generate_samples(schema, "gentest_b::view", spec_with(200))) {
+  for (const auto& s : generate_samples(declared.op, spec_with(200))) {
     ASSERT_EQ(s.args.size(), 2u);
     const Tensor& self = s.args[0].to_tensor();
     const auto size = s.args[1].to<std::vector<int64_t>>();
@@ -512,11 +512,10 @@ TEST(SampleBuilder, EverySampleIsValidAndCoverageIsKept) {
 
 TEST(SampleBuilder, SameSeedSameSamples) {
   ScopedEnv no_override("OPCONFORM_SEED", std::nullopt);
-  ScopedBuilder declared("gentest_b::view", view_builder);
-  auto schema = parse_schema(kViewSchema);
-  auto first = generate_samples(schema, "gentest_b::view", spec_with(60, 99));
-  auto second = generate_samples(schema, std::string("gentest_b::view"), spec_with(60, 99));
-  auto other = generate_samples(schema, "gentest_b::view", spec_with(60, 100));
+  TestOp declared(kViewSchema, view_builder);
+  auto first = generate_samples(declared.op, spec_with(60, 99));
+  auto second = generate_samples(declared.op, spec_with(60, 99));
+  auto other = generate_samples(declared.op, spec_with(60, 100));
   ASSERT_EQ(first.size(), 60u);
   ASSERT_EQ(second.size(), 60u);
   bool differs = false;
@@ -535,10 +534,9 @@ TEST(SampleBuilder, SameSeedSameSamples) {
 
 TEST(SampleBuilder, FailureShrinksToTwoElementNonContiguousInput) {
   ScopedEnv no_override("OPCONFORM_SEED", std::nullopt);
-  ScopedBuilder declared("gentest_b::view", view_builder);
-  auto schema = parse_schema(kViewSchema);
+  TestOp declared(kViewSchema, view_builder);
   for (uint64_t seed : {42u, 1u, 7u, 2024u}) {
-    auto failure = find_failure(schema, "gentest_b::view", contiguity_property, float64_spec(seed));
+    auto failure = find_failure(declared.op, contiguity_property, float64_spec(seed));
     ASSERT_TRUE(failure.has_value()) << seed;
     const Tensor& self = failure->minimal.args[0].to_tensor();
     const auto size = failure->minimal.args[1].to<std::vector<int64_t>>();
@@ -554,8 +552,7 @@ TEST(SampleBuilder, FailureShrinksToTwoElementNonContiguousInput) {
 }
 
 TEST(SampleBuilder, ReplayGivesTheSameMinimalSample) {
-  ScopedBuilder declared("gentest_b::view", view_builder);
-  auto schema = parse_schema(kViewSchema);
+  TestOp declared(kViewSchema, view_builder);
   // The property writes its input: the minimal sample is rebuilt from the draws, untouched.
   auto writing_property = [](const Sample& s) {
     CheckResult r = contiguity_property(s);
@@ -563,11 +560,11 @@ TEST(SampleBuilder, ReplayGivesTheSameMinimalSample) {
     return r;
   };
   GenerateSpec random_seed = float64_spec(0);
-  auto failure = find_failure(schema, "gentest_b::view", writing_property, random_seed);
+  auto failure = find_failure(declared.op, writing_property, random_seed);
   ASSERT_TRUE(failure.has_value());
   ASSERT_NE(failure->seed, 0u);
   ScopedEnv env("OPCONFORM_SEED", std::to_string(failure->seed));
-  auto replayed = find_failure(schema, "gentest_b::view", writing_property, random_seed);
+  auto replayed = find_failure(declared.op, writing_property, random_seed);
   ASSERT_TRUE(replayed.has_value());
   EXPECT_EQ(replayed->seed, failure->seed);
   EXPECT_EQ(replayed->minimal.description, failure->minimal.description);
@@ -583,7 +580,7 @@ TEST(SampleBuilder, ReplayGivesTheSameMinimalSample) {
 }
 
 TEST(SampleBuilder, FailingEverywhereShrinksEveryDrawToItsSimplestValue) {
-  ScopedBuilder declared("gentest_s::simple", [](SampleDraw& draw) {
+  TestOp declared("gentest_s::simple(Tensor x, int a, int b, int c, float r, bool coin) -> Tensor", [](SampleDraw& draw) {
     auto shape = draw.shape(0, 3);
     DType dt = draw.dtype();
     Tensor x = draw.tensor(shape, dt);
@@ -592,8 +589,7 @@ TEST(SampleBuilder, FailingEverywhereShrinksEveryDrawToItsSimplestValue) {
     bool coin = draw.coin(90);
     return Stack{IValue(x), IValue(a), IValue(b), IValue(c), IValue(r), IValue(coin)};
   });
-  auto schema = parse_schema("gentest_s::simple(Tensor x, int a, int b, int c, float r, bool coin) -> Tensor");
-  auto failure = find_failure(schema, "gentest_s::simple", [](const Sample&) { return crashed_result(); }, spec_with(20));
+  auto failure = find_failure(declared.op, [](const Sample&) { return crashed_result(); }, spec_with(20));
   ASSERT_TRUE(failure.has_value());
   const auto& args = failure->minimal.args;
   const Tensor& x = args[0].to_tensor();
@@ -614,7 +610,7 @@ TEST(SampleBuilder, DrawsFollowTheSpec) {
   spec.max_dim_size = 3;
   spec.large_percent = 0;  // the caps of the ordinary tier (generate_coverage_test covers the large one)
   spec.dtypes = {DType::Float64};
-  ScopedBuilder declared("gentest_d::f", [](SampleDraw& draw) {
+  TestOp declared("gentest_d::f(Tensor x, Tensor y, Tensor z) -> Tensor", [](SampleDraw& draw) {
     auto shape = draw.shape(0, 4);
     Tensor x = draw.tensor(shape, draw.dtype());
     auto big = draw.shape(3, 5, 2);  // min_rank and min_size win over the spec's caps
@@ -622,8 +618,7 @@ TEST(SampleBuilder, DrawsFollowTheSpec) {
     Tensor z = draw.tensor({2}, draw.dtype({DType::Int32}));  // not in the spec: allowed itself
     return Stack{IValue(x), IValue(y), IValue(z)};
   });
-  auto schema = parse_schema("gentest_d::f(Tensor x, Tensor y, Tensor z) -> Tensor");
-  for (const auto& s : generate_samples(schema, "gentest_d::f", spec)) {
+  for (const auto& s : generate_samples(declared.op, spec)) {
     const Tensor& x = s.args[0].to_tensor();
     const Tensor& y = s.args[1].to_tensor();
     EXPECT_TRUE(x.dim() >= 1 && x.dim() <= 2) << s.description;
@@ -640,7 +635,7 @@ TEST(SampleBuilder, DrawsFollowTheSpec) {
 
 TEST(SampleBuilder, IndexTensorsHoldValidIndicesUpToTheLast) {
   // gather(self, dim, index): index values must be indices of self's dim.
-  ScopedBuilder declared("gentest_g::gather", [](SampleDraw& draw) {
+  TestOp declared("gentest_g::gather(Tensor self, int dim, Tensor index) -> Tensor", [](SampleDraw& draw) {
     auto shape = draw.shape(1, 3, 1, /*allow_empty=*/false);
     Tensor self = draw.tensor(shape, draw.dtype());
     const int64_t dim = draw.integer(0, static_cast<int64_t>(shape.size()) - 1);
@@ -649,9 +644,8 @@ TEST(SampleBuilder, IndexTensorsHoldValidIndicesUpToTheLast) {
     Tensor index = draw.index_tensor(index_sizes, 0, shape[dim] - 1);
     return Stack{IValue(self), IValue(dim), IValue(index)};
   });
-  auto schema = parse_schema("gentest_g::gather(Tensor self, int dim, Tensor index) -> Tensor");
   int last_index_used = 0, non_contiguous = 0;
-  for (const auto& s : generate_samples(schema, "gentest_g::gather", spec_with(200))) {
+  for (const auto& s : generate_samples(declared.op, spec_with(200))) {
     const Tensor& self = s.args[0].to_tensor();
     const int64_t dim = s.args[1].to_int();
     const Tensor& index = s.args[2].to_tensor();
@@ -665,56 +659,50 @@ TEST(SampleBuilder, IndexTensorsHoldValidIndicesUpToTheLast) {
   EXPECT_GT(non_contiguous, 0);
 }
 
-TEST(SampleBuilder, OverloadsFallBackToTheOpsBuilder) {
+TEST(SampleBuilder, EachRegistryHasItsOwnDataForOneOpName) {
   auto marker = [](int64_t k) {
     return [k](SampleDraw& draw) { return Stack{IValue(draw.tensor(draw.shape(0, 2), draw.dtype())), IValue(k)}; };
   };
-  ScopedBuilder all("gentest_o::f", marker(1));
-  ScopedBuilder own("gentest_o::f.special", marker(2));
-  EXPECT_TRUE(declared_sample_builder("gentest_o::f"));
-  EXPECT_TRUE(declared_sample_builder("gentest_o::f.other"));
-  EXPECT_FALSE(declared_sample_builder("gentest_o::g"));
-  EXPECT_FALSE(declared_sample_builder("gentest_o::g.special"));
-  auto schema = parse_schema("gentest_o::f(Tensor x, int k) -> Tensor");
-  auto k_of = [&](const std::string& op) {
+  const char* schema_text = "gentest_o::f(Tensor x, int k) -> Tensor";
+  TestOp one(schema_text, marker(1));
+  TestOp two(schema_text, marker(2));
+  auto k_of = [&](const OperatorHandle& op) {
     std::set<int64_t> ks;
-    for (const auto& s : generate_samples(schema, op, spec_with(10))) ks.insert(s.args[1].to_int());
+    for (const auto& s : generate_samples(op, spec_with(10))) ks.insert(s.args[1].to_int());
     return ks;
   };
-  EXPECT_EQ(k_of("gentest_o::f"), std::set<int64_t>{1});
-  EXPECT_EQ(k_of("gentest_o::f.other"), std::set<int64_t>{1});
-  EXPECT_EQ(k_of("gentest_o::f.special"), std::set<int64_t>{2});
-  EXPECT_EQ(sample_gen(schema, "gentest_o::f.special", spec_with(1))(rc::Random(5), 50).value().args[1].to_int(), 2);
-  // find_failure by op name uses the overload's builder; with explicit constraints it does not.
+  EXPECT_EQ(k_of(one.op), std::set<int64_t>{1});
+  EXPECT_EQ(k_of(two.op), std::set<int64_t>{2});
+  EXPECT_EQ(sample_gen(two.op, spec_with(1))(rc::Random(5), 50).value().args[1].to_int(), 2);
+  // find_failure by op uses its builder; with explicit constraints it does not.
   auto k_is_2 = [](const Sample& s) { return result("k", s.args[1].to_int() == 2 ? Outcome::failed : Outcome::passed); };
-  EXPECT_TRUE(find_failure(schema, "gentest_o::f.special", k_is_2, spec_with(20)).has_value());
-  EXPECT_FALSE(find_failure(schema, "gentest_o::f.other", k_is_2, spec_with(20)).has_value());
+  EXPECT_TRUE(find_failure(two.op, k_is_2, spec_with(20)).has_value());
+  EXPECT_FALSE(find_failure(one.op, k_is_2, spec_with(20)).has_value());
   InputConstraints k_not_2;
   k_not_2.arg("k", values(3, 9));
-  EXPECT_FALSE(find_failure(schema, k_not_2, "gentest_o::f.special", k_is_2, spec_with(20)).has_value());
-  // Undeclaring the overload's builder leaves the op's.
-  EXPECT_TRUE(undeclare_sample_builder("gentest_o::f.special"));
-  EXPECT_FALSE(undeclare_sample_builder("gentest_o::f.special"));
-  EXPECT_EQ(k_of("gentest_o::f.special"), std::set<int64_t>{1});
-  // Without any builder, generation by op name is the generic one (here: k in [0, max_dim_size]).
-  EXPECT_FALSE(declared_sample_builder("gentest_o::h"));
-  for (const auto& s : generate_samples(parse_schema("gentest_o::h(Tensor x, int k) -> Tensor"), "gentest_o::h", spec_with(20)))
+  EXPECT_FALSE(find_failure(two.op.schema(), k_not_2, two.op.name(), k_is_2, spec_with(20)).has_value());
+  // Replacing the data replaces the builder; an op without one is generated from its schema
+  // (here: k in [0, max_dim_size]).
+  two.registry.set_op_data(two.op.name(), TestOp::with_builder(marker(3)));
+  EXPECT_EQ(k_of(two.op), std::set<int64_t>{3});
+  TestOp plain("gentest_o::h(Tensor x, int k) -> Tensor", OpData{});
+  for (const auto& s : generate_samples(plain.op, spec_with(20)))
     EXPECT_TRUE(s.args[1].to_int() >= 0 && s.args[1].to_int() <= 5);
 }
 
 TEST(SampleBuilder, BuilderErrorsNameTheOp) {
-  auto schema = parse_schema("gentest_t::bad(Tensor x, int k) -> Tensor");
+  const char* kBadSchema = "gentest_t::bad(Tensor x, int k) -> Tensor";
   auto always_passes = [](const Sample&) { return result("ok"); };
   {
     // Throws only for some draws: mid-run, inside RapidCheck.
-    ScopedBuilder declared("gentest_t::bad", [](SampleDraw& draw) -> Stack {
+    TestOp declared(kBadSchema, [](SampleDraw& draw) -> Stack {
       const int64_t k = draw.integer(0, 9);
       if (k > 6) throw Error(ErrorCode::kInvalidArgument, "no valid input for k > 6");
       return Stack{IValue(draw.tensor({2}, DType::Float32)), IValue(k)};
     });
     for (auto run : std::vector<std::function<void()>>{
-             [&] { (void)generate_samples(schema, "gentest_t::bad", spec_with(100)); },
-             [&] { (void)find_failure(schema, "gentest_t::bad", always_passes, spec_with(100)); }}) {
+             [&] { (void)generate_samples(declared.op, spec_with(100)); },
+             [&] { (void)find_failure(declared.op, always_passes, spec_with(100)); }}) {
       Error e = testing::error_of(run);
       EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
       EXPECT_THAT(e.what(), HasSubstr("gentest_t::bad"));
@@ -722,28 +710,28 @@ TEST(SampleBuilder, BuilderErrorsNameTheOp) {
     }
   }
   {
-    ScopedBuilder declared("gentest_t::bad", [](SampleDraw& draw) { return Stack{IValue(draw.tensor({2}, DType::Float32))}; });
-    auto message = testing::error_message([&] { (void)find_failure(schema, "gentest_t::bad", always_passes, spec_with(10)); });
+    TestOp declared(kBadSchema, [](SampleDraw& draw) { return Stack{IValue(draw.tensor({2}, DType::Float32))}; });
+    auto message = testing::error_message([&] { (void)find_failure(declared.op, always_passes, spec_with(10)); });
     EXPECT_THAT(message, HasSubstr("gentest_t::bad"));
     EXPECT_THAT(message, HasSubstr("returned 1 arguments where the schema has 2"));
   }
   {
-    ScopedBuilder declared("gentest_t::bad", [](SampleDraw& draw) {
+    TestOp declared(kBadSchema, [](SampleDraw& draw) {
       return Stack{IValue(draw.index_tensor({3}, 2, 1)), IValue(draw.integer(3, 1))};
     });
-    auto message = testing::error_message([&] { (void)generate_samples(schema, "gentest_t::bad", spec_with(10)); });
+    auto message = testing::error_message([&] { (void)generate_samples(declared.op, spec_with(10)); });
     EXPECT_THAT(message, HasSubstr("gentest_t::bad"));
     EXPECT_THAT(message, HasSubstr("index_tensor"));
   }
   {
     // A builder that is not a pure function of its draws is caught when a sample is replayed.
     auto calls = std::make_shared<int>(0);
-    ScopedBuilder declared("gentest_t::bad", [calls](SampleDraw& draw) {
+    TestOp declared(kBadSchema, [calls](SampleDraw& draw) {
       Stack args{IValue(draw.tensor({2}, DType::Float32)), IValue(int64_t{0})};
       if (++*calls % 2 == 0) (void)draw.coin();
       return args;
     });
-    auto message = testing::error_message([&] { (void)generate_samples(schema, "gentest_t::bad", spec_with(10)); });
+    auto message = testing::error_message([&] { (void)generate_samples(declared.op, spec_with(10)); });
     EXPECT_THAT(message, HasSubstr("gentest_t::bad"));
     EXPECT_THAT(message, HasSubstr("pure function of its draws"));
   }

@@ -110,7 +110,7 @@ TEST(Opcheck, GeneratedSamplesShrinkTheStrideBugToTwoElements) {
     Comparison c = compare(real[0].to_tensor(), contiguous[0].to_tensor(), default_tolerance(x.dtype()));
     return CheckResult{"layout", c.equal ? Outcome::passed : Outcome::failed, c.mismatch, "", {}};
   };
-  auto failure = find_failure(op.schema(), op.name(), same_for_any_layout, spec);
+  auto failure = find_failure(op.handle(), same_for_any_layout, spec);
   ASSERT_TRUE(failure.has_value());
   Tensor minimal = failure->minimal.args.at(0).to_tensor();
   EXPECT_EQ(minimal.numel(), 2);

@@ -12,6 +12,8 @@
 #include "opconform/conformance/rounding.h"
 #include "opconform/core/custom_op.h"
 #include "opconform/core/half.h"
+#include "opconform/core/registry.h"
+#include "support/error_of.h"
 
 namespace opconform::conformance {
 namespace {
@@ -138,7 +140,11 @@ class RoundingCheckTest : public ::testing::Test {
                           return rounded(wide, [round](double v, int64_t) { return round(v); });
                         }),
                         o, {"a", "b"});
-    if (declare) declare_rounding(name, {});
+    if (declare) {
+      OpData data;
+      data.rounding = RoundingContract{};
+      registry.set_op_data(name, std::move(data));
+    }
     return op;
   }
   CheckResult run(const CustomOpDef& op) {
@@ -173,12 +179,16 @@ TEST_F(RoundingCheckTest, WithoutAContractOnlyTheToleranceApplies) {
   EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
 }
 
-TEST(RoundingDeclaration, BadContractsAreRefusedAndOverloadsInherit) {
-  EXPECT_THROW(declare_rounding("t::bad", {.ulps = -1}), Error);
-  declare_rounding("t::base", {.ulps = 2});
-  ASSERT_TRUE(declared_rounding("t::base.Tensor").has_value());
-  EXPECT_EQ(declared_rounding("t::base.Tensor")->ulps, 2);
-  EXPECT_FALSE(declared_rounding("t::other").has_value());
+TEST(RoundingDeclaration, BadContractsAreRefused) {
+  Registry registry;
+  auto def = registry.define(parse_schema("t::bad(Tensor a) -> Tensor"), {}, RegistrationSource::named("test"));
+  OpData data;
+  data.rounding = RoundingContract{.ulps = -1};
+  EXPECT_THAT(testing::error_message([&] { registry.set_op_data("t::bad", data); }),
+              HasSubstr("the rounding contract of 't::bad'"));
+  data.rounding = RoundingContract{.ulps = 2};
+  registry.set_op_data("t::bad", data);
+  EXPECT_EQ(registry.get("t::bad").data()->rounding->ulps, 2);
 }
 
 }  // namespace

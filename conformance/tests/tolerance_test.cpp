@@ -8,6 +8,7 @@
 #include "opconform/conformance/outcome.h"
 #include "opconform/conformance/sample.h"
 #include "opconform/conformance/tolerance.h"
+#include "opconform/core/registry.h"
 #include "support/error_of.h"
 
 namespace opconform::conformance {
@@ -150,23 +151,30 @@ TEST(Tolerance, BitwiseEqualSeesWhatAllcloseDoesNot) {
   EXPECT_EQ(element_bytes(strided), element_bytes(f64({1, 3})));
 }
 
-TEST(Tolerance, DeclaredPerOpTolerancesOverrideOptionsAndDefaults) {
-  EXPECT_FALSE(declared_tolerance("tol_test::op", DType::Float32).has_value());
-  declare_tolerance("tol_test::op", DType::Float32, Tolerance{1e-2, 1e-3, 4}, "accumulates in float32 by design");
-  auto d = declared_tolerance("tol_test::op", DType::Float32);
-  ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(d->second, "accumulates in float32 by design");
+TEST(Tolerance, AnOpsOwnTolerancesOverrideOptionsAndDefaults) {
+  OpData data;
+  data.tolerances.push_back({DType::Float32, Tolerance{1e-2, 1e-3, 4}, "accumulates in float32 by design"});
+  ASSERT_NE(data.tolerance_for(DType::Float32), nullptr);
+  EXPECT_EQ(data.tolerance_for(DType::Float32)->reason, "accumulates in float32 by design");
   ToleranceSpec spec{.atol = 0.0, .rtol = 0.0};
-  Tolerance t = spec.for_dtype(DType::Float32, "tol_test::op");
+  Tolerance t = spec.for_dtype(DType::Float32, &data);
   EXPECT_EQ(t.rtol, 1e-2);
   EXPECT_EQ(t.atol, 1e-3);
   EXPECT_EQ(t.max_ulp, 4);
-  // Other dtypes and ops are untouched.
-  EXPECT_EQ(spec.for_dtype(DType::Float64, "tol_test::op").rtol, 0);
-  EXPECT_EQ(spec.for_dtype(DType::Float32, "tol_test::other").rtol, 0);
-  EXPECT_THAT(testing::error_message([] { declare_tolerance("tol_test::op", DType::Float32, {}, ""); }),
-              HasSubstr("give a reason"));
-  EXPECT_THAT(testing::error_message([] { declare_tolerance("tol_test::op", DType::Float32, {-1, 0, {}}, "r"); }),
+  // Other dtypes and ops without data are untouched.
+  EXPECT_EQ(spec.for_dtype(DType::Float64, &data).rtol, 0);
+  EXPECT_EQ(spec.for_dtype(DType::Float32).rtol, 0);
+  const OpData none;
+  EXPECT_EQ(spec.for_dtype(DType::Float32, &none).rtol, 0);
+  // Set on an op, an override needs a reason and sane bounds (validate_op_data).
+  Registry registry;
+  auto def = registry.define(parse_schema("tol_test::op(Tensor a) -> Tensor"), {}, RegistrationSource::named("test"));
+  OpData no_reason;
+  no_reason.tolerances.push_back({DType::Float32, {}, ""});
+  EXPECT_THAT(testing::error_message([&] { registry.set_op_data("tol_test::op", no_reason); }), HasSubstr("has no reason"));
+  OpData negative;
+  negative.tolerances.push_back({DType::Float32, {-1, 0, {}}, "r"});
+  EXPECT_THAT(testing::error_message([&] { registry.set_op_data("tol_test::op", negative); }),
               HasSubstr("must be a finite value >= 0"));
 }
 

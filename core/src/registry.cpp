@@ -240,6 +240,12 @@ bool OperatorHandle::has_tag(Tag t) const {
   return std::find(entry_->tags.begin(), entry_->tags.end(), t) != entry_->tags.end();
 }
 
+std::shared_ptr<const OpData> OperatorHandle::data() const {
+  static const auto* none = new std::shared_ptr<const OpData>(std::make_shared<const OpData>());  // read until exit
+  std::lock_guard lock(entry_->registry->mutex);
+  return entry_->data ? entry_->data : *none;
+}
+
 DispatchKeySet OperatorHandle::dispatch_keys(const Stack& stack) const {
   const auto& local = local_dispatch_key_set();
   return ((detail::keys_of_stack(stack, entry_->num_arguments) | DispatchKeySet(DispatchKey::BackendSelect)) |
@@ -367,11 +373,24 @@ RegistrationHandle Registry::define(FunctionSchema schema, std::vector<Tag> tags
   return RegistrationHandle([weak, entry] {
     auto state = weak.lock();
     if (!state) return;
+    std::shared_ptr<const OpData> data;  // destroyed after the lock: a sample builder may hold anything
     std::lock_guard lock(state->mutex);
     entry->schema.reset();
     entry->tags.clear();
     entry->num_arguments = 0;
+    data = std::move(entry->data);
   });
+}
+
+void Registry::set_op_data(std::string_view op_name, OpData data) {
+  std::shared_ptr<const OpData> replaced;  // destroyed after the lock (as an undone kernel is)
+  auto shared = std::make_shared<const OpData>(std::move(data));
+  std::lock_guard lock(state_->mutex);
+  auto it = state_->ops.find(op_name);
+  OPCONFORM_CHECK(it != state_->ops.end() && it->second->schema.has_value(), ErrorCode::kRegistration,
+                  "set_op_data: operator '", op_name, "' is not defined in this registry");
+  validate_op_data(*it->second->schema, *shared);
+  replaced = std::exchange(it->second->data, std::move(shared));
 }
 
 RegistrationHandle Registry::impl(std::string_view op_name, DispatchKey key, KernelFunction kernel,

@@ -6,7 +6,7 @@
 #include "opconform/conformance/opcheck.h"
 #include "opconform/core/dtype.h"
 #include "opconform/harness/worker_pool.h"
-#include "opconform/reference/case_spec.h"
+#include "opconform/conformance/case_spec.h"
 
 namespace opconform::harness {
 
@@ -25,7 +25,7 @@ std::string repro_line(const std::string& prefix, const reports::CaseResult& r, 
 }
 
 conformance::GenerateSpec case_generate_spec(const CaseContext& ctx, const PlannedCase& c) {
-  conformance::GenerateSpec spec = reference::case_spec(c.op, *parse_dtype(c.dtype), ctx.samples);
+  conformance::GenerateSpec spec = conformance::case_spec(c.op, *parse_dtype(c.dtype), ctx.samples);
   if (ctx.seed) spec.seed = *ctx.seed;
   if (ctx.large_percent) spec.large_percent = *ctx.large_percent;
   if (ctx.large_max_numel) spec.large_max_numel = *ctx.large_max_numel;

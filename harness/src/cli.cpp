@@ -14,7 +14,7 @@
 #include "opconform/core/error.h"
 #include "opconform/harness/conformance_run.h"
 #include "opconform/harness/library_probe.h"
-#include "opconform/reference/case_spec.h"
+#include "opconform/conformance/case_spec.h"
 #include "opconform/reference/coverage.h"
 #include "opconform/reference/op_info.h"
 #include "opconform/reference/reference.h"
@@ -99,10 +99,10 @@ struct RunFlags {
         ->check(CLI::PositiveNumber);
     app.add_option("--large-percent", request.plan.large_percent,
                    "Percent of samples in the large tier (a size around a power of two or a tile width; default " +
-                       std::to_string(reference::kCaseLargePercent) + "); 0 turns it off")
+                       std::to_string(conformance::kCaseLargePercent) + "); 0 turns it off")
         ->check(CLI::Range(0, 100));
     app.add_option("--large-max-numel", request.plan.large_max_numel,
-                   "Most elements of a large-tier tensor (default " + std::to_string(reference::kCaseLargeMaxNumel) +
+                   "Most elements of a large-tier tensor (default " + std::to_string(conformance::kCaseLargeMaxNumel) +
                        ")")
         ->check(CLI::PositiveNumber);
     app.add_option("--seed", seed, "Replace every case's fixed seed (replays a reported failure)");
@@ -203,7 +203,7 @@ int list_command(const std::string& library, bool checks_only, const std::string
   Registry reference;
   auto registration = reference::register_reference_ops(reference);
   if (!markdown.empty()) {
-    const auto infos = reference::reference_op_infos();
+    const auto infos = reference::reference_op_infos(reference);
     reports::write_atomically(markdown, reference::format_coverage_markdown(
                                             reference::core_aten_opset(), infos));
     std::cout << "wrote " << markdown << " (" << infos.size() << " reference operators)\n";
@@ -211,7 +211,7 @@ int list_command(const std::string& library, bool checks_only, const std::string
   }
   if (library.empty()) {
     std::vector<reference::OpInfo> infos;
-    for (auto& info : reference::reference_op_infos())
+    for (auto& info : reference::reference_op_infos(reference))
       if (selected(info.name)) infos.push_back(std::move(info));
     if (names) {
       for (const auto& info : infos) std::cout << info.name << "\n";
@@ -262,7 +262,7 @@ int doctor_command(const std::string& library) {
       std::cout << "broken: '" << op << "' has kernels but no definition (a dangling implementation)\n";
       ++broken;
     }
-    for (const auto& info : reference::reference_op_infos()) {
+    for (const auto& info : reference::reference_op_infos(reference)) {
       if (!info.fake) std::cout << "note: '" << info.name << "' has no fake kernel\n", ++notes;
       if (!info.autograd) std::cout << "note: '" << info.name << "' has no autograd formula\n", ++notes;
     }

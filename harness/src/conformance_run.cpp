@@ -182,7 +182,7 @@ RunOutcome run_conformance(const RunRequest& request) {
   if (loadable) {
     PlanOptions plan = request.plan;
     plan.against_reference = request.against_reference;
-    cases = plan_cases(manifest ? &*manifest : nullptr, plan);
+    cases = plan_cases(manifest ? &*manifest : nullptr, reference, plan);
   }
 
   // Filters that match nothing are a usage error (exit_status): no run, no PASS line, no report.

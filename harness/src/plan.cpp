@@ -86,7 +86,8 @@ void validate(const PlanOptions& options) {
     OPCONFORM_CHECK(parse_dtype(d).has_value(), ErrorCode::kInvalidArgument, "--dtype '", d, "' is not a dtype");
 }
 
-std::vector<PlannedCase> plan_cases(const adapters::LibraryManifest* library, const PlanOptions& options) {
+std::vector<PlannedCase> plan_cases(const adapters::LibraryManifest* library, const Registry& reference,
+                                    const PlanOptions& options) {
   validate(options);
   // A list given with --checks runs in run order too: thread_safety first, wherever it was named.
   std::vector<std::string> checks =
@@ -96,7 +97,7 @@ std::vector<PlannedCase> plan_cases(const adapters::LibraryManifest* library, co
     for (const auto& op : library->ops)
       if (!op.schema.empty()) ops.push_back(op.name);  // an op without a schema cannot be called
   } else {
-    for (const auto& info : reference::reference_op_infos()) ops.push_back(info.name);
+    for (const auto& info : reference::reference_op_infos(reference)) ops.push_back(info.name);
   }
   std::vector<PlannedCase> all;
   for (const auto& op : ops) {
@@ -105,7 +106,7 @@ std::vector<PlannedCase> plan_cases(const adapters::LibraryManifest* library, co
     const adapters::ManifestOp* declared = library ? library->find(op) : nullptr;
     if (declared && declared->dtypes) {
       dtypes = *declared->dtypes;
-    } else if (auto info = reference::reference_op_info(op)) {
+    } else if (auto info = reference::reference_op_info(reference, op)) {
       dtypes = info->dtypes;
     } else {
       dtypes = {DType::Float32, DType::Float64};  // an op of the library's own: the generator's default

@@ -18,10 +18,6 @@ namespace opconform::reference {
 namespace {
 
 using namespace detail;
-using conformance::ArgConstraint;
-using conformance::InputConstraints;
-using conformance::SampleDraw;
-using conformance::ValueConstraint;
 using Grads = std::vector<Tensor>;
 using Bound = std::optional<Scalar>;
 
@@ -244,13 +240,12 @@ ArgConstraint scalar_in(double lo, double hi) {
   return c;
 }
 
-}  // namespace
 
-void register_activation(Library& lib) {
+const std::string kFamily = "activation";
+
+// relu and its in-place / out= overloads.
+void register_relu(Library& lib) {
   Registry& r = lib.registry();
-  const std::string fam = "activation";
-
-  // ---- relu and its in-place / out= overloads ----
   auto relu_backward = [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
     const Tensor result = ctx.saved_tensors().back();  // relu' = 1 where the result is > 0
     return {keep_where(ops, compare(ops, "aten::gt.Scalar", result, 0), g[0])};
@@ -259,7 +254,7 @@ void register_activation(Library& lib) {
     ctx.save_for_backward({outputs[0].to_tensor()});
   };
   {
-    OpBuilder b(lib, "aten::relu(Tensor self) -> Tensor", fam, "max(x, 0), NaN kept");
+    OpBuilder b(lib, "aten::relu(Tensor self) -> Tensor", kFamily, "max(x, 0), NaN kept");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self) { return relu_values(name, self); })
         .fake([name](const Tensor& self) {
@@ -271,7 +266,7 @@ void register_activation(Library& lib) {
         .dtypes(kReal);
   }
   {
-    OpBuilder b(lib, "aten::relu_(Tensor(a!) self) -> Tensor(a!)", fam, "relu in place", {Tag::inplace});
+    OpBuilder b(lib, "aten::relu_(Tensor(a!) self) -> Tensor(a!)", kFamily, "relu in place", {Tag::inplace});
     const std::string name = b.name();
     b.cpu([name](const Tensor& self) {
        self.copy_(relu_values(name, self));
@@ -285,7 +280,7 @@ void register_activation(Library& lib) {
         .dtypes(kReal);
   }
   {
-    OpBuilder b(lib, "aten::relu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", fam,
+    OpBuilder b(lib, "aten::relu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", kFamily,
                 "relu into out (any out dtype: the result is copied, as PyTorch's generated out= kernel)", {Tag::out});
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, const Tensor& out) {
@@ -307,10 +302,13 @@ void register_activation(Library& lib) {
         })
         .dtypes(kReal);
   }
+}
 
-  // ---- gelu ----
+// gelu.
+void register_gelu(Library& lib) {
+  Registry& r = lib.registry();
   {
-    OpBuilder b(lib, "aten::gelu(Tensor self, *, str approximate=\"none\") -> Tensor", fam,
+    OpBuilder b(lib, "aten::gelu(Tensor self, *, str approximate=\"none\") -> Tensor", kFamily,
                 "x * Phi(x) (approximate='tanh': 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))))");
     const std::string name = b.name();
     auto check = [name](const Tensor& self, const std::string& approximate) {
@@ -362,10 +360,13 @@ void register_activation(Library& lib) {
         })
         .dtypes(kFloating);
   }
+}
 
-  // ---- leaky_relu ----
+// leaky_relu.
+void register_leaky_relu(Library& lib) {
+  Registry& r = lib.registry();
   {
-    OpBuilder b(lib, "aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor", fam,
+    OpBuilder b(lib, "aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor", kFamily,
                 "x if x > 0 else negative_slope * x");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, const Scalar& slope) {
@@ -389,10 +390,13 @@ void register_activation(Library& lib) {
         .constraints(InputConstraints().arg("negative_slope", scalar_in(-2, 2)))
         .dtypes(kFloating);
   }
+}
 
-  // ---- hardtanh ----
+// hardtanh.
+void register_hardtanh(Library& lib) {
+  Registry& r = lib.registry();
   {
-    OpBuilder b(lib, "aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor", fam,
+    OpBuilder b(lib, "aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor", kFamily,
                 "clamp(x, min_val, max_val) in self's dtype (integer tensors: the bounds truncated to integers)");
     const std::string name = b.name();
     // PyTorch's hardtanh: no promotion; integer tensors take the bounds as integers, and an
@@ -445,10 +449,13 @@ void register_activation(Library& lib) {
         })
         .dtypes(kReal);
   }
+}
 
-  // ---- elu ----
+// elu.
+void register_elu(Library& lib) {
+  Registry& r = lib.registry();
   {
-    OpBuilder b(lib, "aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor", fam,
+    OpBuilder b(lib, "aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor", kFamily,
                 "scale * x if x > 0 else scale * alpha * (exp(input_scale * x) - 1)");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, const Scalar& alpha, const Scalar& scale, const Scalar& input_scale) {
@@ -480,13 +487,16 @@ void register_activation(Library& lib) {
                          .arg("input_scale", scalar_in(-2, 2)))
         .dtypes(kFloating);
   }
+}
 
-  // ---- clamp with scalar bounds, in place, out= ----
+// clamp with scalar bounds, in place, out=.
+void register_clamp_scalar(Library& lib) {
+  Registry& r = lib.registry();
   auto clamp_formula = [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
     return {clamp_backward(ops, g[0], ctx.saved_tensors()[0], bound_arg(ctx, 1), bound_arg(ctx, 2)), Tensor(), Tensor()};
   };
   {
-    OpBuilder b(lib, "aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", fam,
+    OpBuilder b(lib, "aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", kFamily,
                 "min(max(x, min), max); integer tensors promote with the bounds; NaN kept");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, const Bound& min, const Bound& max) {
@@ -507,7 +517,7 @@ void register_activation(Library& lib) {
     save_arguments(ctx, inputs);
   };
   {
-    OpBuilder b(lib, "aten::clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)", fam,
+    OpBuilder b(lib, "aten::clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)", kFamily,
                 "clamp in place (the bounds may not promote self's dtype)", {Tag::inplace});
     const std::string name = b.name();
     auto check = [name](const Tensor& self, const Bound& min, const Bound& max) {
@@ -530,7 +540,7 @@ void register_activation(Library& lib) {
   }
   {
     OpBuilder b(lib, "aten::clamp.out(Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out) -> Tensor(a!)",
-                fam, "clamp into out (out must have the result's dtype, as PyTorch's structured kernel)", {Tag::out});
+                kFamily, "clamp into out (out must have the result's dtype, as PyTorch's structured kernel)", {Tag::out});
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, const Bound& min, const Bound& max, const Tensor& out) {
        Tensor result = clamp_values(name, self, min, max, clamp_result_dtype(name, self, min, max));
@@ -551,10 +561,13 @@ void register_activation(Library& lib) {
         })
         .dtypes(kReal);
   }
+}
 
-  // ---- clamp with tensor bounds ----
+// clamp with tensor bounds.
+void register_clamp_tensor(Library& lib) {
+  Registry& r = lib.registry();
   {
-    OpBuilder b(lib, "aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor", fam,
+    OpBuilder b(lib, "aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor", kFamily,
                 "min(max(x, min), max) elementwise; self, min and max broadcast and promote together");
     const std::string name = b.name();
     auto check = [name](const Tensor& self, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
@@ -651,8 +664,11 @@ void register_activation(Library& lib) {
         })
         .dtypes(kReal);
   }
+}
 
-  // ---- softmax, log_softmax ----
+// softmax, log_softmax.
+void register_softmax(Library& lib) {
+  Registry& r = lib.registry();
   struct Softmax {
     const char* schema;
     const char* doc;
@@ -662,7 +678,7 @@ void register_activation(Library& lib) {
                              "exp(x) / sum(exp(x)) along dim (half_to_float: CUDA only, an error here)", false},
                      Softmax{"aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
                              "x - log(sum(exp(x))) along dim (half_to_float: CUDA only, an error here)", true}}) {
-    OpBuilder b(lib, op.schema, fam, op.doc);
+    OpBuilder b(lib, op.schema, kFamily, op.doc);
     const std::string name = b.name();
     const bool log = op.log;
     b.cpu([name, log](const Tensor& self, int64_t dim, bool half_to_float) {
@@ -689,6 +705,19 @@ void register_activation(Library& lib) {
         .samples(draw_softmax_args)
         .dtypes(kFloating);
   }
+}
+
+}  // namespace
+
+void register_activation(Library& lib) {
+  register_relu(lib);
+  register_gelu(lib);
+  register_leaky_relu(lib);
+  register_hardtanh(lib);
+  register_elu(lib);
+  register_clamp_scalar(lib);
+  register_clamp_tensor(lib);
+  register_softmax(lib);
 }
 
 }  // namespace opconform::reference

@@ -20,7 +20,6 @@ namespace opconform::reference {
 namespace {
 
 using namespace detail;
-using conformance::SampleDraw;
 using Grads = std::vector<Tensor>;
 using Ints = std::vector<int64_t>;
 using MaybeTensor = std::optional<Tensor>;

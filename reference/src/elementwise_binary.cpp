@@ -29,9 +29,6 @@ namespace opconform::reference {
 namespace {
 
 using namespace detail;
-using conformance::InputConstraints;
-using conformance::SampleDraw;
-using conformance::ValueConstraint;
 using opconform::detail::concat;
 using Grads = std::vector<Tensor>;
 
@@ -391,7 +388,7 @@ void relate(SampleDraw& draw, SampleSpec::Relation relation, const Tensor& full,
 }
 
 // Samples of `op(self, other, ...)` per spec, self of the sample's dtype (one of `dtypes`).
-conformance::SampleBuilder binary_samples(SampleSpec spec, std::vector<DType> dtypes) {
+SampleBuilder binary_samples(SampleSpec spec, std::vector<DType> dtypes) {
   return [spec, dtypes](SampleDraw& draw) {
     const DType d = draw.dtype(dtypes);
     const bool scalar_other = spec.other == SampleSpec::Other::scalar;
@@ -482,7 +479,7 @@ const std::string kFamily = "elementwise_binary";
 // The tensor arguments broadcast together (what the sample builders draw, declared for the table).
 InputConstraints broadcasting(std::vector<std::string> names = {"self", "other"}) {
   InputConstraints c;
-  for (size_t i = 1; i < names.size(); ++i) c.relate(conformance::broadcastable(names[0], names[i]));
+  for (size_t i = 1; i < names.size(); ++i) c.relate(broadcastable(names[0], names[i]));
   return c;
 }
 
@@ -781,7 +778,7 @@ Plan plan_where(std::string_view op, const Tensor& condition, const std::array<O
   return plan_for<Domain::All>(op, values, {condition, values[0].tensor, values[1].tensor}, Result::common);
 }
 
-conformance::SampleBuilder where_samples() {
+SampleBuilder where_samples() {
   return [](SampleDraw& draw) {
     const DType d = draw.dtype(kAll);
     const std::vector<int64_t> full = draw.shape(0, 4);
@@ -808,7 +805,7 @@ enum class PowForm : uint8_t { tensor_tensor, tensor_scalar, scalar_tensor };
 // power, and log(base) is in the exponent's gradient) unless the exponent is an integer Scalar;
 // bases stay off zero (negative powers of 0); exponents lie in [-3, 3] ([-2, 4] for integers);
 // an integral self has a non-negative integer Scalar exponent (a negative one is an error).
-conformance::SampleBuilder pow_samples(PowForm form, std::vector<DType> dtypes) {
+SampleBuilder pow_samples(PowForm form, std::vector<DType> dtypes) {
   return [form, dtypes](SampleDraw& draw) {
     const DType d = draw.dtype(dtypes);
     const bool floating = is_floating(d), integral = is_integral(d, true);
@@ -900,22 +897,21 @@ void define_tensor_and_scalar(Library& lib, const std::string& op, const std::st
   }
 }
 
-}  // namespace
+const std::vector<DType> kBoolAndReal = concat_dtypes({DType::Bool}, kReal);
+// The least |divisor| div, fmod and remainder samples draw (keep_off_zero).
+constexpr double kDivisorMargin = 0.5;
 
-void register_elementwise_binary(Library& lib) {
+// add, sub, mul, div (other families' formulas need these first).
+void register_arithmetic(Library& lib) {
   Registry& r = lib.registry();
-  const auto real_and_bool = concat_dtypes({DType::Bool}, kReal);
-  const auto real_and_complex = concat_dtypes(kReal, {DType::Complex64, DType::Complex128});
-
-  // ---- add, sub, mul, div (other families' formulas need these first) ----
   define_add_like<Tensor>(lib, "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
                           "self + alpha * other", false, kAll);
   define_add_like<Scalar>(lib, "aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
                           "self + alpha * other for a number other", false, kAll);
   define_add_like<Tensor>(lib, "aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
-                          "self - alpha * other (not for bool)", true, real_and_complex);
+                          "self - alpha * other (not for bool)", true, kRealAndComplex);
   define_add_like<Scalar>(lib, "aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
-                          "self - alpha * other for a number other (not for bool)", true, real_and_complex);
+                          "self - alpha * other for a number other (not for bool)", true, kRealAndComplex);
   define_add_inplace_and_out(lib);
 
   {
@@ -948,7 +944,6 @@ void register_elementwise_binary(Library& lib) {
 
   // Divisors stay off zero in samples: integer division by zero is an error, and gradcheck needs
   // a neighbourhood without the pole.
-  const double divisor_margin = 0.5;
   {
     OpBuilder b(lib, "aten::div.Tensor(Tensor self, Tensor other) -> Tensor", kFamily,
                 "true division self / other (integers and bool give float32)", {Tag::pointwise});
@@ -958,7 +953,7 @@ void register_elementwise_binary(Library& lib) {
       return empty_elementwise({self, other}, plan_div(name, {Operand(self), Operand(other)}, Rounding::none).out, name);
     });
     SampleSpec spec;
-    spec.other_margin = divisor_margin;
+    spec.other_margin = kDivisorMargin;
     b.vmap(elementwise_vmap_rule(r, name)).dtypes(kAll).constraints(broadcasting()).samples(binary_samples(spec, kAll));
     div_autograd(b, r, 2, false, false);
   }
@@ -972,7 +967,7 @@ void register_elementwise_binary(Library& lib) {
     });
     SampleSpec spec;
     spec.other = SampleSpec::Other::scalar;
-    spec.other_margin = divisor_margin;
+    spec.other_margin = kDivisorMargin;
     b.vmap(elementwise_vmap_rule(r, name)).dtypes(kAll).samples(binary_samples(spec, kAll));
     div_autograd(b, r, 2, true, false);
   }
@@ -989,7 +984,7 @@ void register_elementwise_binary(Library& lib) {
     });
     SampleSpec spec;
     spec.rounding_mode = true;
-    spec.other_margin = divisor_margin;
+    spec.other_margin = kDivisorMargin;
     spec.relation = SampleSpec::Relation::ratio;
     b.vmap(elementwise_vmap_rule(r, name)).dtypes(kAll).constraints(broadcasting()).samples(binary_samples(spec, kAll));
     div_autograd(b, r, 3, false, true);
@@ -1007,13 +1002,16 @@ void register_elementwise_binary(Library& lib) {
     SampleSpec spec;
     spec.other = SampleSpec::Other::scalar;
     spec.rounding_mode = true;
-    spec.other_margin = divisor_margin;
+    spec.other_margin = kDivisorMargin;
     spec.relation = SampleSpec::Relation::ratio;
     b.vmap(elementwise_vmap_rule(r, name)).dtypes(kAll).samples(binary_samples(spec, kAll));
     div_autograd(b, r, 3, true, true);
   }
+}
 
-  // ---- where ----
+// where.
+void register_where(Library& lib) {
+  Registry& r = lib.registry();
   {
     OpBuilder b(lib, "aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", kFamily,
                 "condition ? self : other, elementwise (self and other promoted)", {Tag::pointwise});
@@ -1038,8 +1036,11 @@ void register_elementwise_binary(Library& lib) {
     };
     b.vmap(elementwise_vmap_rule(r, name)).dtypes(kAll).constraints(broadcasting({"condition", "self", "other"})).samples(where_samples()).autograd(backward, keep_arguments(true));
   }
+}
 
-  // ---- pow ----
+// pow.
+void register_pow(Library& lib) {
+  Registry& r = lib.registry();
   {
     OpBuilder b(lib, "aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", kFamily,
                 "self ** exponent (integers: exact, negative exponents as c10's powi)", {Tag::pointwise});
@@ -1063,9 +1064,9 @@ void register_elementwise_binary(Library& lib) {
       const Tensor log_self = ops.tensor("aten::log", {self});
       return ops.mul(g, ops.where(at_zero, ops.scalar_like(0, g), ops.mul(result, log_self)));
     };
-    b.dtypes(real_and_complex)
+    b.dtypes(kRealAndComplex)
         .constraints(broadcasting({"self", "exponent"}))
-        .samples(pow_samples(PowForm::tensor_tensor, real_and_complex))
+        .samples(pow_samples(PowForm::tensor_tensor, kRealAndComplex))
         .autograd(binary_backward(r, 2, d_self, d_exponent), keep_arguments(true, true));
   }
   {
@@ -1138,8 +1139,11 @@ void register_elementwise_binary(Library& lib) {
         .samples(pow_samples(PowForm::scalar_tensor, kAll))
         .autograd(binary_backward(r, 2, nullptr, d_exponent), keep_arguments(true, true));
   }
+}
 
-  // ---- maximum, minimum, atan2 ----
+// maximum, minimum, atan2.
+void register_extrema(Library& lib) {
+  Registry& r = lib.registry();
   SampleSpec no_ties;  // ties are where the gradient jumps
   no_ties.relation = SampleSpec::Relation::offset;
   for (bool largest : {true, false}) {
@@ -1152,9 +1156,9 @@ void register_elementwise_binary(Library& lib) {
     // Where an argument loses it gets no gradient (maximum: self where self < other, other where self > other).
     const char* self_loses = largest ? "aten::lt.Tensor" : "aten::gt.Tensor";
     const char* other_loses = largest ? "aten::gt.Tensor" : "aten::lt.Tensor";
-    b.dtypes(real_and_bool)
+    b.dtypes(kBoolAndReal)
         .constraints(broadcasting())
-        .samples(binary_samples(no_ties, real_and_bool))
+        .samples(binary_samples(no_ties, kBoolAndReal))
         .autograd(binary_backward(
                       r, 2,
                       [self_loses](const Ops& ops, autograd::AutogradContext& ctx, const Tensor& g) {
@@ -1214,8 +1218,11 @@ void register_elementwise_binary(Library& lib) {
     const auto dtypes = concat_dtypes(kFloating, kIntegralAndBool);
     b.dtypes(dtypes).constraints(broadcasting()).samples(binary_samples(spec, dtypes));
   }
+}
 
-  // ---- fmod, remainder ----
+// fmod, remainder.
+void register_fmod_remainder(Library& lib) {
+  Registry& r = lib.registry();
   struct Modulo {
     const char* op;
     const char* doc;
@@ -1225,7 +1232,7 @@ void register_elementwise_binary(Library& lib) {
   for (Modulo m : {Modulo{"fmod", "remainder of self / other with the sign of self (C's fmod)", false, "trunc"},
                    Modulo{"remainder", "remainder of self / other with the sign of other (Python's %)", true, "floor"}}) {
     SampleSpec spec;
-    spec.other_margin = divisor_margin;
+    spec.other_margin = kDivisorMargin;
     spec.relation = SampleSpec::Relation::ratio;
     spec.scalar_kinds = [](DType d) { return numbers_for(d, /*allow_bool=*/false); };
     const std::string quotient = m.quotient;
@@ -1251,22 +1258,26 @@ void register_elementwise_binary(Library& lib) {
                                                                            keep_arguments(false));
     }
   }
+}
 
-  // ---- comparisons (bool results, not differentiable) ----
+// comparisons (bool results, not differentiable).
+void register_comparisons(Library& lib) {
   define_tensor_and_scalar<Domain::All>(lib, "eq", "self == other, elementwise", Result::boolean,
                                         [](auto x, auto y) { return x == y; }, kAll);
   define_tensor_and_scalar<Domain::All>(lib, "ne", "self != other, elementwise", Result::boolean,
                                         [](auto x, auto y) { return x != y; }, kAll);
   define_tensor_and_scalar<Domain::Real>(lib, "lt", "self < other, elementwise", Result::boolean,
-                                         [](auto x, auto y) { return x < y; }, real_and_bool);
+                                         [](auto x, auto y) { return x < y; }, kBoolAndReal);
   define_tensor_and_scalar<Domain::Real>(lib, "le", "self <= other, elementwise", Result::boolean,
-                                         [](auto x, auto y) { return x <= y; }, real_and_bool);
+                                         [](auto x, auto y) { return x <= y; }, kBoolAndReal);
   define_tensor_and_scalar<Domain::Real>(lib, "gt", "self > other, elementwise", Result::boolean,
-                                         [](auto x, auto y) { return x > y; }, real_and_bool);
+                                         [](auto x, auto y) { return x > y; }, kBoolAndReal);
   define_tensor_and_scalar<Domain::Real>(lib, "ge", "self >= other, elementwise", Result::boolean,
-                                         [](auto x, auto y) { return x >= y; }, real_and_bool);
+                                         [](auto x, auto y) { return x >= y; }, kBoolAndReal);
+}
 
-  // ---- logical (bool results: nonzero is true) ----
+// logical (bool results: nonzero is true).
+void register_logical(Library& lib) {
   struct Logical {
     const char* schema;
     const char* doc;
@@ -1285,8 +1296,10 @@ void register_elementwise_binary(Library& lib) {
     });
     b.dtypes(kAll).constraints(broadcasting());
   }
+}
 
-  // ---- bitwise (integral and bool only) ----
+// bitwise (integral and bool only).
+void register_bitwise(Library& lib) {
   const auto integer_numbers = [](DType d) { return numbers_for(d, /*allow_bool=*/true, /*allow_real=*/false); };
   define_tensor_and_scalar<Domain::Integral>(lib, "bitwise_and", "self & other (bool: logical and)", Result::common,
                                              [](int64_t x, int64_t y) { return x & y; }, kIntegralAndBool, integer_numbers);
@@ -1294,6 +1307,19 @@ void register_elementwise_binary(Library& lib) {
                                              [](int64_t x, int64_t y) { return x | y; }, kIntegralAndBool, integer_numbers);
   define_tensor_and_scalar<Domain::Integral>(lib, "bitwise_xor", "self ^ other (bool: logical xor)", Result::common,
                                              [](int64_t x, int64_t y) { return x ^ y; }, kIntegralAndBool, integer_numbers);
+}
+
+}  // namespace
+
+void register_elementwise_binary(Library& lib) {
+  register_arithmetic(lib);
+  register_where(lib);
+  register_pow(lib);
+  register_extrema(lib);
+  register_fmod_remainder(lib);
+  register_comparisons(lib);
+  register_logical(lib);
+  register_bitwise(lib);
 }
 
 }  // namespace opconform::reference

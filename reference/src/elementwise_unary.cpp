@@ -15,8 +15,6 @@ namespace opconform::reference {
 namespace {
 
 using namespace detail;
-using conformance::ArgConstraint;
-using conformance::InputConstraints;
 using Grads = std::vector<Tensor>;
 
 // How an op's output dtype follows its input's.
@@ -78,42 +76,44 @@ W sigmoid_of(W v) {
   return W(1) / (W(1) + std::exp(-v));
 }
 
-}  // namespace
+// Floating functions of integer and bool inputs too (their results are float32, as PyTorch).
+const std::vector<DType> kFloatInputs = concat_dtypes(kFloatingAndComplex, {DType::Int64, DType::Bool});
+const std::vector<DType> kRealFloatInputs = concat_dtypes(kFloating, {DType::Int64, DType::Bool});
 
-void register_elementwise_unary(Library& lib) {
+const std::string kFamily = "elementwise_unary";
+
+// sign and magnitude.
+void register_sign_magnitude(Library& lib) {
   Registry& r = lib.registry();
-  const std::string fam = "elementwise_unary";
-  const auto save = save_inputs_and_outputs;
-  const auto real_and_complex = concat_dtypes(kReal, {DType::Complex64, DType::Complex128});
-  const auto float_inputs = concat_dtypes(kFloatingAndComplex, {DType::Int64, DType::Bool});
-  const auto real_float_inputs = concat_dtypes(kFloating, {DType::Int64, DType::Bool});
-
-  // ---- sign and magnitude ----
   {
-    OpBuilder b(lib, "aten::abs(Tensor self) -> Tensor", fam, "absolute value |x| (complex: modulus, real result)");
+    OpBuilder b(lib, "aten::abs(Tensor self) -> Tensor", kFamily, "absolute value |x| (complex: modulus, real result)");
     unary<Domain::All>(b, Result::real_of, [](auto v) {
       if constexpr (is_complex_v<decltype(v)>) return std::abs(v);
       else return v < 0 ? minus(decltype(v)(0), v) : v;
     });
-    b.dtypes(real_and_complex).autograd(
-        chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) { return ops.tensor("aten::sign", {x}); }), save);
+    b.dtypes(kRealAndComplex).autograd(
+        chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) { return ops.tensor("aten::sign", {x}); }), save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::neg(Tensor self) -> Tensor", fam, "negation -x");
+    OpBuilder b(lib, "aten::neg(Tensor self) -> Tensor", kFamily, "negation -x");
     // Integers wrap (-INT64_MIN is INT64_MIN), as PyTorch.
     unary<Domain::All>(b, Result::same, [](auto v) { return minus(decltype(v)(0), v); });
-    b.dtypes(real_and_complex)
+    b.dtypes(kRealAndComplex)
         .autograd([ops = Ops(r)](autograd::AutogradContext&, const Grads& g) -> Grads { return {ops.neg(g[0])}; });
   }
   {
-    OpBuilder b(lib, "aten::sign(Tensor self) -> Tensor", fam, "sign of x: -1, 0 or 1 (bool: itself)");
+    OpBuilder b(lib, "aten::sign(Tensor self) -> Tensor", kFamily, "sign of x: -1, 0 or 1 (bool: itself)");
     unary<Domain::Real>(b, Result::same, [](auto v) -> decltype(v) { return (v > 0) - (v < 0); });
     b.dtypes(concat_dtypes(kReal, {DType::Bool}))
         .autograd([ops = Ops(r)](autograd::AutogradContext&, const Grads& g) -> Grads {
           return {ops.mul(g[0], 0)};  // zero, recorded (not a constant), so double backward holds
         });
   }
-  // ---- rounding (zero gradient almost everywhere, as PyTorch) ----
+}
+
+// rounding (zero gradient almost everywhere, as PyTorch).
+void register_rounding(Library& lib) {
+  Registry& r = lib.registry();
   struct Rounding {
     const char* schema;
     const char* doc;
@@ -124,7 +124,7 @@ void register_elementwise_unary(Library& lib) {
                       Rounding{"aten::round(Tensor self) -> Tensor", "nearest integer, ties to even",
                                [](double v) { return std::nearbyint(v); }},
                       Rounding{"aten::trunc(Tensor self) -> Tensor", "integer part, toward zero", [](double v) { return std::trunc(v); }}}) {
-    OpBuilder b(lib, op.schema, fam, op.doc);
+    OpBuilder b(lib, op.schema, kFamily, op.doc);
     unary<Domain::Real>(b, Result::same, [f = op.f](auto v) -> decltype(v) {
       if constexpr (std::is_same_v<decltype(v), double>) return f(v);
       else return v;  // integers are already integral
@@ -134,21 +134,24 @@ void register_elementwise_unary(Library& lib) {
           return {ops.mul(g[0], 0)};  // zero, recorded (not a constant), so double backward holds
         });
   }
+}
 
-  // ---- exponentials and logarithms ----
+// exponentials and logarithms.
+void register_exp_log(Library& lib) {
+  Registry& r = lib.registry();
   {
-    OpBuilder b(lib, "aten::exp(Tensor self) -> Tensor", fam, "e^x");
+    OpBuilder b(lib, "aten::exp(Tensor self) -> Tensor", kFamily, "e^x");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::exp(v); });
-    b.dtypes(float_inputs).autograd(chain(r, [](const Ops&, const Tensor&, const Tensor& y) { return y; }), save);
+    b.dtypes(kFloatInputs).autograd(chain(r, [](const Ops&, const Tensor&, const Tensor& y) { return y; }), save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::expm1(Tensor self) -> Tensor", fam, "e^x - 1, accurate near 0");
+    OpBuilder b(lib, "aten::expm1(Tensor self) -> Tensor", kFamily, "e^x - 1, accurate near 0");
     unary<Domain::Floating>(b, Result::floating, [](auto v) {
       if constexpr (is_complex_v<decltype(v)>) return std::exp(v) - 1.0;
       else return std::expm1(v);
     });
-    b.dtypes(float_inputs).autograd(chain(r, [](const Ops& ops, const Tensor&, const Tensor& y) { return ops.add(y, 1); }),
-                                    save);
+    b.dtypes(kFloatInputs).autograd(chain(r, [](const Ops& ops, const Tensor&, const Tensor& y) { return ops.add(y, 1); }),
+                                    save_inputs_and_outputs);
   }
   const ArgConstraint positive = values_in(std::nullopt, std::nullopt, true);
   struct Log {
@@ -159,176 +162,182 @@ void register_elementwise_unary(Library& lib) {
   for (Log op : {Log{"aten::log(Tensor self) -> Tensor", "natural logarithm", 1.0},
                  Log{"aten::log2(Tensor self) -> Tensor", "base-2 logarithm", std::numbers::ln2},
                  Log{"aten::log10(Tensor self) -> Tensor", "base-10 logarithm", std::numbers::ln10}}) {
-    OpBuilder b(lib, op.schema, fam, op.doc);
+    OpBuilder b(lib, op.schema, kFamily, op.doc);
     const double k = op.base_log;
     unary<Domain::Floating>(b, Result::floating, [k](auto v) { return std::log(v) / k; });
-    b.dtypes(float_inputs)
+    b.dtypes(kFloatInputs)
         .constraints(InputConstraints().arg("self", positive))
         .autograd(chain(r, [k](const Ops& ops, const Tensor& x, const Tensor&) {
                     return ops.tensor("aten::reciprocal", {ops.mul(x, k)});
                   }),
-                  save);
+                  save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::log1p(Tensor self) -> Tensor", fam, "log(1 + x), accurate near 0");
+    OpBuilder b(lib, "aten::log1p(Tensor self) -> Tensor", kFamily, "log(1 + x), accurate near 0");
     unary<Domain::Floating>(b, Result::floating, [](auto v) {
       if constexpr (is_complex_v<decltype(v)>) return std::log(v + 1.0);
       else return std::log1p(v);
     });
-    b.dtypes(float_inputs)
+    b.dtypes(kFloatInputs)
         .constraints(InputConstraints().arg("self", values_in(-0.9, std::nullopt)))
         .autograd(chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) {
                     return ops.tensor("aten::reciprocal", {ops.add(x, 1)});
                   }),
-                  save);
+                  save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::sqrt(Tensor self) -> Tensor", fam, "square root");
+    OpBuilder b(lib, "aten::sqrt(Tensor self) -> Tensor", kFamily, "square root");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::sqrt(v); });
-    b.dtypes(float_inputs)
+    b.dtypes(kFloatInputs)
         .constraints(InputConstraints().arg("self", positive))
         .autograd(chain(r, [](const Ops& ops, const Tensor&, const Tensor& y) {
                     return ops.tensor("aten::reciprocal", {ops.mul(y, 2)});
                   }),
-                  save);
+                  save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::rsqrt(Tensor self) -> Tensor", fam, "1 / sqrt(x)");
+    OpBuilder b(lib, "aten::rsqrt(Tensor self) -> Tensor", kFamily, "1 / sqrt(x)");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return 1.0 / std::sqrt(v); });
-    b.dtypes(float_inputs)
+    b.dtypes(kFloatInputs)
         .constraints(InputConstraints().arg("self", positive))
         .autograd(chain(r, [](const Ops& ops, const Tensor&, const Tensor& y) { return ops.mul(ops.mul(ops.mul(y, y), y), -0.5); }),
-                  save);
+                  save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::reciprocal(Tensor self) -> Tensor", fam, "1 / x");
+    OpBuilder b(lib, "aten::reciprocal(Tensor self) -> Tensor", kFamily, "1 / x");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return 1.0 / v; });
-    b.dtypes(float_inputs)
+    b.dtypes(kFloatInputs)
         .constraints(InputConstraints().arg("self", values_in(0.25, std::nullopt)))
-        .autograd(chain(r, [](const Ops& ops, const Tensor&, const Tensor& y) { return ops.neg(ops.mul(y, y)); }), save);
+        .autograd(chain(r, [](const Ops& ops, const Tensor&, const Tensor& y) { return ops.neg(ops.mul(y, y)); }), save_inputs_and_outputs);
   }
+}
 
-  // ---- trigonometric and hyperbolic ----
+// trigonometric and hyperbolic.
+void register_trigonometric(Library& lib) {
+  Registry& r = lib.registry();
   {
-    OpBuilder b(lib, "aten::sin(Tensor self) -> Tensor", fam, "sine");
+    OpBuilder b(lib, "aten::sin(Tensor self) -> Tensor", kFamily, "sine");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::sin(v); });
-    b.dtypes(float_inputs).autograd(
-        chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) { return ops.tensor("aten::cos", {x}); }), save);
+    b.dtypes(kFloatInputs).autograd(
+        chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) { return ops.tensor("aten::cos", {x}); }), save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::cos(Tensor self) -> Tensor", fam, "cosine");
+    OpBuilder b(lib, "aten::cos(Tensor self) -> Tensor", kFamily, "cosine");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::cos(v); });
-    b.dtypes(float_inputs).autograd(
+    b.dtypes(kFloatInputs).autograd(
         chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) { return ops.neg(ops.tensor("aten::sin", {x})); }),
-        save);
+        save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::tan(Tensor self) -> Tensor", fam, "tangent");
+    OpBuilder b(lib, "aten::tan(Tensor self) -> Tensor", kFamily, "tangent");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::tan(v); });
-    b.dtypes(float_inputs)
+    b.dtypes(kFloatInputs)
         .constraints(InputConstraints().arg("self", values_in(-1.2, 1.2)))
-        .autograd(chain(r, [](const Ops& ops, const Tensor&, const Tensor& y) { return ops.add(ops.mul(y, y), 1); }), save);
+        .autograd(chain(r, [](const Ops& ops, const Tensor&, const Tensor& y) { return ops.add(ops.mul(y, y), 1); }), save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::tanh(Tensor self) -> Tensor", fam, "hyperbolic tangent");
+    OpBuilder b(lib, "aten::tanh(Tensor self) -> Tensor", kFamily, "hyperbolic tangent");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::tanh(v); });
-    b.dtypes(float_inputs).autograd(
-        chain(r, [](const Ops& ops, const Tensor&, const Tensor& y) { return ops.add(ops.neg(ops.mul(y, y)), 1); }), save);
+    b.dtypes(kFloatInputs).autograd(
+        chain(r, [](const Ops& ops, const Tensor&, const Tensor& y) { return ops.add(ops.neg(ops.mul(y, y)), 1); }), save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::sigmoid(Tensor self) -> Tensor", fam, "logistic function 1 / (1 + e^-x)");
+    OpBuilder b(lib, "aten::sigmoid(Tensor self) -> Tensor", kFamily, "logistic function 1 / (1 + e^-x)");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return sigmoid_of(v); });
-    b.dtypes(float_inputs).autograd(
-        chain(r, [](const Ops& ops, const Tensor&, const Tensor& y) { return ops.mul(y, ops.add(ops.neg(y), 1)); }), save);
+    b.dtypes(kFloatInputs).autograd(
+        chain(r, [](const Ops& ops, const Tensor&, const Tensor& y) { return ops.mul(y, ops.add(ops.neg(y), 1)); }), save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::sinh(Tensor self) -> Tensor", fam, "hyperbolic sine");
+    OpBuilder b(lib, "aten::sinh(Tensor self) -> Tensor", kFamily, "hyperbolic sine");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::sinh(v); });
-    b.dtypes(float_inputs).autograd(
-        chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) { return ops.tensor("aten::cosh", {x}); }), save);
+    b.dtypes(kFloatInputs).autograd(
+        chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) { return ops.tensor("aten::cosh", {x}); }), save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::cosh(Tensor self) -> Tensor", fam, "hyperbolic cosine");
+    OpBuilder b(lib, "aten::cosh(Tensor self) -> Tensor", kFamily, "hyperbolic cosine");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::cosh(v); });
-    b.dtypes(float_inputs).autograd(
-        chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) { return ops.tensor("aten::sinh", {x}); }), save);
+    b.dtypes(kFloatInputs).autograd(
+        chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) { return ops.tensor("aten::sinh", {x}); }), save_inputs_and_outputs);
   }
   const ArgConstraint open_unit = values_in(-0.9, 0.9);
   {
-    OpBuilder b(lib, "aten::asin(Tensor self) -> Tensor", fam, "inverse sine");
+    OpBuilder b(lib, "aten::asin(Tensor self) -> Tensor", kFamily, "inverse sine");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::asin(v); });
-    b.dtypes(float_inputs)
+    b.dtypes(kFloatInputs)
         .constraints(InputConstraints().arg("self", open_unit))
         .autograd(chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) {
                     return ops.tensor("aten::rsqrt", {ops.add(ops.neg(ops.mul(x, x)), 1)});
                   }),
-                  save);
+                  save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::acos(Tensor self) -> Tensor", fam, "inverse cosine");
+    OpBuilder b(lib, "aten::acos(Tensor self) -> Tensor", kFamily, "inverse cosine");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::acos(v); });
-    b.dtypes(float_inputs)
+    b.dtypes(kFloatInputs)
         .constraints(InputConstraints().arg("self", open_unit))
         .autograd(chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) {
                     return ops.neg(ops.tensor("aten::rsqrt", {ops.add(ops.neg(ops.mul(x, x)), 1)}));
                   }),
-                  save);
+                  save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::atan(Tensor self) -> Tensor", fam, "inverse tangent");
+    OpBuilder b(lib, "aten::atan(Tensor self) -> Tensor", kFamily, "inverse tangent");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::atan(v); });
-    b.dtypes(float_inputs).autograd(chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) {
+    b.dtypes(kFloatInputs).autograd(chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) {
                                       return ops.tensor("aten::reciprocal", {ops.add(ops.mul(x, x), 1)});
                                     }),
-                                    save);
+                                    save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::asinh(Tensor self) -> Tensor", fam, "inverse hyperbolic sine");
+    OpBuilder b(lib, "aten::asinh(Tensor self) -> Tensor", kFamily, "inverse hyperbolic sine");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::asinh(v); });
-    b.dtypes(float_inputs).autograd(chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) {
+    b.dtypes(kFloatInputs).autograd(chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) {
                                       return ops.tensor("aten::rsqrt", {ops.add(ops.mul(x, x), 1)});
                                     }),
-                                    save);
+                                    save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::acosh(Tensor self) -> Tensor", fam, "inverse hyperbolic cosine");
+    OpBuilder b(lib, "aten::acosh(Tensor self) -> Tensor", kFamily, "inverse hyperbolic cosine");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::acosh(v); });
     b.dtypes(concat_dtypes(kFloatingAndComplex, {DType::Int64}))  // bool has no value in the domain
         .constraints(InputConstraints().arg("self", values_in(1.25, std::nullopt)))
         .autograd(chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) {
                     return ops.tensor("aten::rsqrt", {ops.add(ops.mul(x, x), -1)});
                   }),
-                  save);
+                  save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::atanh(Tensor self) -> Tensor", fam, "inverse hyperbolic tangent");
+    OpBuilder b(lib, "aten::atanh(Tensor self) -> Tensor", kFamily, "inverse hyperbolic tangent");
     unary<Domain::Floating>(b, Result::floating, [](auto v) { return std::atanh(v); });
-    b.dtypes(float_inputs)
+    b.dtypes(kFloatInputs)
         .constraints(InputConstraints().arg("self", open_unit))
         .autograd(chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) {
                     return ops.tensor("aten::reciprocal", {ops.add(ops.neg(ops.mul(x, x)), 1)});
                   }),
-                  save);
+                  save_inputs_and_outputs);
   }
   {
-    OpBuilder b(lib, "aten::erf(Tensor self) -> Tensor", fam, "error function");
+    OpBuilder b(lib, "aten::erf(Tensor self) -> Tensor", kFamily, "error function");
     unary<Domain::FloatReal>(b, Result::floating, [](double v) { return std::erf(v); });
-    b.dtypes(real_float_inputs)
+    b.dtypes(kRealFloatInputs)
         .autograd(chain(r, [](const Ops& ops, const Tensor& x, const Tensor&) {
                     // d/dx erf(x) = 2/sqrt(pi) * e^(-x^2)
                     return ops.mul(ops.tensor("aten::exp", {ops.neg(ops.mul(x, x))}), 2.0 / std::sqrt(std::numbers::pi));
                   }),
-                  save);
+                  save_inputs_and_outputs);
   }
+}
 
-  // ---- predicates and logical / bitwise not (no gradient: boolean or integral results) ----
+// predicates and logical / bitwise not (no gradient: boolean or integral results).
+void register_predicates(Library& lib) {
+  Registry& r = lib.registry();
   {
-    OpBuilder b(lib, "aten::isnan(Tensor self) -> Tensor", fam, "x != x");
+    OpBuilder b(lib, "aten::isnan(Tensor self) -> Tensor", kFamily, "x != x");
     unary<Domain::All>(b, Result::boolean, [](auto v) { return v != v; });
     b.dtypes(kAll);
   }
   {
-    OpBuilder b(lib, "aten::isinf(Tensor self) -> Tensor", fam, "x is +inf or -inf (complex: either part)");
+    OpBuilder b(lib, "aten::isinf(Tensor self) -> Tensor", kFamily, "x is +inf or -inf (complex: either part)");
     unary<Domain::All>(b, Result::boolean, [](auto v) {
       if constexpr (is_complex_v<decltype(v)>) return std::isinf(v.real()) || std::isinf(v.imag());
       else if constexpr (std::is_same_v<decltype(v), double>) return std::isinf(v);
@@ -337,12 +346,12 @@ void register_elementwise_unary(Library& lib) {
     b.dtypes(kAll);
   }
   {
-    OpBuilder b(lib, "aten::logical_not(Tensor self) -> Tensor", fam, "x == 0, as bool");
+    OpBuilder b(lib, "aten::logical_not(Tensor self) -> Tensor", kFamily, "x == 0, as bool");
     unary<Domain::All>(b, Result::boolean, [](auto v) { return v == decltype(v)(0); });
     b.dtypes(kAll);
   }
   {
-    OpBuilder b(lib, "aten::bitwise_not(Tensor self) -> Tensor", fam, "~x (bool: not x)");
+    OpBuilder b(lib, "aten::bitwise_not(Tensor self) -> Tensor", kFamily, "~x (bool: not x)");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self) {
       const bool is_bool = self.dtype() == DType::Bool;
@@ -355,6 +364,16 @@ void register_elementwise_unary(Library& lib) {
     });
     b.vmap(elementwise_vmap_rule(r, name)).dtypes(kIntegralAndBool);
   }
+}
+
+}  // namespace
+
+void register_elementwise_unary(Library& lib) {
+  register_sign_magnitude(lib);
+  register_rounding(lib);
+  register_exp_log(lib);
+  register_trigonometric(lib);
+  register_predicates(lib);
 }
 
 }  // namespace opconform::reference

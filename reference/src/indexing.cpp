@@ -29,7 +29,6 @@ namespace {
 
 using namespace detail;
 using autograd::AutogradContext;
-using conformance::SampleDraw;
 using opconform::detail::concat;
 using Grads = std::vector<Tensor>;
 using IndexList = std::vector<std::optional<Tensor>>;
@@ -126,10 +125,6 @@ int64_t checked_index(std::string_view op, std::string_view arg, int64_t value, 
   return value < 0 ? value + size : value;
 }
 
-void check_int64_index(std::string_view op, const Tensor& index, std::string_view arg) {
-  OPCONFORM_CHECK(index.dtype() == DType::Int64, ErrorCode::kInvalidArgument, op, ": expected dtype int64 for '", arg,
-                  "', got ", name(index.dtype()));
-}
 void check_int_index(std::string_view op, const Tensor& index, std::string_view arg) {
   OPCONFORM_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, ErrorCode::kInvalidArgument, op,
                   ": expected dtype int64 or int32 for '", arg, "', got ", name(index.dtype()));
@@ -1601,13 +1596,10 @@ Stack embedding_backward_sample(SampleDraw& draw) {
   return {grad_output, indices, IValue(rows), IValue(draw_padding(draw, rows)), IValue(draw.coin(50))};
 }
 
-}  // namespace
 
-void register_indexing(Library& lib) {
+// gather / scatter along a dim.
+void register_gather_scatter(Library& lib) {
   Registry& r = lib.registry();
-  const Ops ops(r);
-
-  // ---- gather / scatter along a dim ----
   OpBuilder(lib, "aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", kFamily,
             "out[i][j] = self[index[i][j]][j] for dim 0 (index int64, no negative values; sparse_grad ignored: the "
             "gradient is dense)")
@@ -1678,8 +1670,12 @@ void register_indexing(Library& lib) {
       .vmap(dim_op_vmap_rule(r, kScatterReduce, {0, 2, 3}, 0))
       .dtypes(kAll)
       .samples(scatter_reduce_sample);
+}
 
-  // ---- index_select and advanced indexing ----
+// index_select and advanced indexing.
+void register_index_select(Library& lib) {
+  Registry& r = lib.registry();
+  const Ops ops(r);
   OpBuilder(lib, "aten::index_select(Tensor self, int dim, Tensor index) -> Tensor", kFamily,
             "the slices of self along dim at the positions of a 1-d (or 0-d) int64/int32 index, no negative values")
       .cpu(index_select_cpu)
@@ -1723,8 +1719,11 @@ void register_indexing(Library& lib) {
                 })
       .dtypes(kAll)
       .samples(index_put_sample);
+}
 
-  // ---- select_scatter / slice_scatter / masked_scatter ----
+// select_scatter / slice_scatter / masked_scatter.
+void register_scatters(Library& lib) {
+  Registry& r = lib.registry();
   OpBuilder(lib, "aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor", kFamily,
             "a copy of self (same strides and storage offset) with self.select(dim, index) replaced by src")
       .cpu(select_scatter_impl)
@@ -1767,8 +1766,11 @@ void register_indexing(Library& lib) {
                 })
       .dtypes(kAll)
       .samples(masked_scatter_sample);
+}
 
-  // ---- embedding ----
+// embedding.
+void register_embedding(Library& lib) {
+  Registry& r = lib.registry();
   OpBuilder(lib,
             "aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, "
             "bool sparse=False) -> Tensor",
@@ -1804,6 +1806,15 @@ void register_indexing(Library& lib) {
                 })
       .dtypes(kFloatingAndComplex)
       .samples(embedding_backward_sample);
+}
+
+}  // namespace
+
+void register_indexing(Library& lib) {
+  register_gather_scatter(lib);
+  register_index_select(lib);
+  register_scatters(lib);
+  register_embedding(lib);
 }
 
 }  // namespace opconform::reference

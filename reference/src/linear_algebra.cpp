@@ -19,7 +19,6 @@ namespace opconform::reference {
 namespace {
 
 using namespace detail;
-using conformance::SampleDraw;
 using Grads = std::vector<Tensor>;
 
 // ---- checks ----
@@ -168,10 +167,7 @@ Grads product_grads(const Ops& ops, const std::string& matmul, autograd::Autogra
 // ---- samples ----
 
 // A matrix dimension: 1..max_dim_size, sometimes 0 (when the spec allows empty tensors).
-int64_t draw_size(SampleDraw& draw) {
-  if (draw.spec().include_empty && draw.coin(10)) return 0;
-  return draw.integer(1, draw.spec().max_dim_size);
-}
+int64_t draw_size(SampleDraw& draw) { return draw.size(); }
 
 // A beta / alpha: integers for integer dtypes (PyTorch refuses floating ones there), else
 // integers or reals, 0 and 1 included.

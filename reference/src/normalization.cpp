@@ -20,8 +20,6 @@ namespace opconform::reference {
 namespace {
 
 using namespace detail;
-using conformance::SampleDraw;
-using conformance::ValueConstraint;
 using Grads = std::vector<Tensor>;
 using Ints = std::vector<int64_t>;
 using MaybeTensor = std::optional<Tensor>;
@@ -379,17 +377,17 @@ IValue maybe_param(SampleDraw& draw, const Ints& sizes, DType d, const ValueCons
 }
 IValue draw_eps(SampleDraw& draw) { return IValue(draw.real(1e-5, 0.1)); }
 
-}  // namespace
 
-void register_normalization(Library& lib) {
+const std::string kFamily = "normalization";
+
+// native_layer_norm.
+void register_layer_norm(Library& lib) {
   Registry& r = lib.registry();
-  const std::string fam = "normalization";
-
   {
     OpBuilder b(lib,
                 "aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) "
                 "-> (Tensor, Tensor, Tensor)",
-                fam, "(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape; returns (out, mean, rstd)");
+                kFamily, "(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape; returns (out, mean, rstd)");
     const std::string name = b.name();
     b.cpu([name](const Tensor& input, const Ints& normalized, const MaybeTensor& weight, const MaybeTensor& bias,
                  double eps) { return layer_norm_cpu(name, input, normalized, weight, bias, eps); })
@@ -421,11 +419,16 @@ void register_normalization(Library& lib) {
         })
         .dtypes(kFloating);
   }
+}
+
+// native_group_norm.
+void register_group_norm(Library& lib) {
+  Registry& r = lib.registry();
   {
     OpBuilder b(lib,
                 "aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, "
                 "int group, float eps) -> (Tensor, Tensor, Tensor)",
-                fam, "normalizes each group of C/group channels of each sample, then per-channel weight and bias; "
+                kFamily, "normalizes each group of C/group channels of each sample, then per-channel weight and bias; "
                      "returns (out, mean [N, group], rstd [N, group])");
     const std::string name = b.name();
     b.cpu([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, int64_t n, int64_t c,
@@ -454,11 +457,16 @@ void register_normalization(Library& lib) {
         })
         .dtypes(kFloating);
   }
+}
+
+// batch norm in inference (running statistics).
+void register_batch_norm(Library& lib) {
+  Registry& r = lib.registry();
   {
     OpBuilder b(lib,
                 "aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, "
                 "Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
-                fam, "(x - running_mean) / sqrt(running_var + eps) * weight + bias per channel (dim 1); "
+                kFamily, "(x - running_mean) / sqrt(running_var + eps) * weight + bias per channel (dim 1); "
                      "the 2nd and 3rd results are empty, as PyTorch's");
     const std::string name = b.name();
     b.cpu([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, const Tensor& running_mean,
@@ -500,8 +508,13 @@ void register_normalization(Library& lib) {
         })
         .dtypes(kFloating);
   }
+}
+
+// native_dropout.
+void register_dropout(Library& lib) {
+  Registry& r = lib.registry();
   {
-    OpBuilder b(lib, "aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)", fam,
+    OpBuilder b(lib, "aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)", kFamily,
                 "training (train None or true): zeroes each element with probability p (default generator) and scales "
                 "the rest by 1/(1-p); returns (output, bool mask); eval: (input copy, all-true mask)",
                 {Tag::nondeterministic_seeded});
@@ -551,6 +564,15 @@ void register_normalization(Library& lib) {
         })
         .dtypes(kFloating);
   }
+}
+
+}  // namespace
+
+void register_normalization(Library& lib) {
+  register_layer_norm(lib);
+  register_group_norm(lib);
+  register_batch_norm(lib);
+  register_dropout(lib);
 }
 
 }  // namespace opconform::reference

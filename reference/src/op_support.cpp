@@ -190,12 +190,12 @@ std::vector<int64_t> non_channel_dims(int64_t rank) {
   return dims;
 }
 
-int64_t draw_dim(conformance::SampleDraw& draw, int64_t rank) {
+int64_t draw_dim(SampleDraw& draw, int64_t rank) {
   const int64_t r = std::max<int64_t>(rank, 1);
   return draw.integer(-r, r - 1);
 }
 
-Tensor draw_tie_free(conformance::SampleDraw& draw, const std::vector<int64_t>& shape, DType dtype) {
+Tensor draw_tie_free(SampleDraw& draw, const std::vector<int64_t>& shape, DType dtype) {
   Tensor t = draw.tensor(shape, dtype, {}, /*mutable_input=*/true);
   if (!is_floating(dtype) || t.numel() == 0) return t;
   const auto drawn = t.to_vector<double>();

@@ -24,8 +24,6 @@ namespace opconform::reference {
 namespace {
 
 using namespace detail;
-using conformance::InputConstraints;
-using conformance::SampleDraw;
 using Grads = std::vector<Tensor>;
 using DimList = std::optional<std::vector<int64_t>>;
 
@@ -487,7 +485,7 @@ Tensor draw_self(SampleDraw& draw, bool allow_empty, Values values = Values::any
 }
 
 // (self, dtype) for sum, mean, prod.
-conformance::SampleBuilder whole_samples() {
+SampleBuilder whole_samples() {
   return [](SampleDraw& draw) {
     Tensor self = draw_self(draw, true);
     return Stack{IValue(self), draw_optional_dtype(draw, self)};
@@ -495,7 +493,7 @@ conformance::SampleBuilder whole_samples() {
 }
 
 // (self, dim list or None, keepdim[, dtype]) for sum.dim_IntList, mean.dim, amax, any.dims.
-conformance::SampleBuilder dim_list_samples(bool allow_empty, bool optional_dims, bool with_dtype,
+SampleBuilder dim_list_samples(bool allow_empty, bool optional_dims, bool with_dtype,
                                             Values values = Values::any) {
   return [=](SampleDraw& draw) {
     Tensor self = draw_self(draw, allow_empty, values);
@@ -507,7 +505,7 @@ conformance::SampleBuilder dim_list_samples(bool allow_empty, bool optional_dims
 }
 
 // (self, dim, keepdim) for max.dim, min.dim: non-empty, tie-free.
-conformance::SampleBuilder selection_samples() {
+SampleBuilder selection_samples() {
   return [](SampleDraw& draw) {
     Tensor self = draw_self(draw, false, Values::tie_free);
     const int64_t dim = draw_dim(draw, self.dim());
@@ -517,8 +515,8 @@ conformance::SampleBuilder selection_samples() {
 
 InputConstraints one_dim(bool nonempty) {
   InputConstraints c;
-  c.relate(conformance::dim_in_range("dim", "self"));
-  if (nonempty) c.relate(conformance::size_positive("self"));
+  c.relate(dim_in_range("dim", "self"));
+  if (nonempty) c.relate(size_positive("self"));
   return c;
 }
 
@@ -557,18 +555,16 @@ Grads selected_backward(const Ops& ops, autograd::AutogradContext& ctx, const Gr
   return self_grad(ops, ctx, ops.where(hit, expand_back(ops, g[0], r), ops.scalar_like(0, g[0])));
 }
 
-}  // namespace
+const std::vector<DType> kRealAndBool = concat_dtypes(kReal, {DType::Bool});
 
-void register_reduction(Library& lib) {
+const std::string kFamily = "reduction";
+
+// sum.
+void register_sum(Library& lib) {
   Registry& reg = lib.registry();
-  const Ops ops(reg);
-  const std::string fam = "reduction";
-  const auto real_and_bool = concat_dtypes(kReal, {DType::Bool});
-
-  // ---- sum ----
   {
     OpBuilder b(lib, "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-                fam, "sum over dims (None or [] = all dims); integers and bool sum to int64 unless dtype is given");
+                kFamily, "sum over dims (None or [] = all dims); integers and bool sum to int64 unless dtype is given");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, const DimList& dim, bool keepdim, std::optional<DType> dtype) {
        return sum_kernel(name, self, reduction_of(name, self, dim, keepdim), dtype);
@@ -584,7 +580,7 @@ void register_reduction(Library& lib) {
         .samples(dim_list_samples(true, true, true));
   }
   {
-    OpBuilder b(lib, "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", fam,
+    OpBuilder b(lib, "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", kFamily,
                 "sum of all elements (0-d result); integers and bool sum to int64 unless dtype is given");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, std::optional<DType> dtype) {
@@ -606,7 +602,7 @@ void register_reduction(Library& lib) {
     OpBuilder b(lib,
                 "aten::sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, "
                 "Tensor(a!) out) -> Tensor(a!)",
-                fam, "sum over dims into out", {Tag::out});
+                kFamily, "sum over dims into out", {Tag::out});
     const std::string name = b.name();
     auto check_out = [name](const Tensor& self, const Reduction& r, std::optional<DType> dtype, const Tensor& out) {
       OPCONFORM_CHECK(!dtype || *dtype == out.dtype(), ErrorCode::kInvalidArgument, name, ": expected argument 'out' to have dtype ",
@@ -640,10 +636,13 @@ void register_reduction(Library& lib) {
           return args;
         });
   }
+}
 
-  // ---- mean ----
+// mean.
+void register_mean(Library& lib) {
+  Registry& reg = lib.registry();
   {
-    OpBuilder b(lib, "aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", fam,
+    OpBuilder b(lib, "aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", kFamily,
                 "mean of all elements (floating and complex only; empty: NaN)");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, std::optional<DType> dtype) {
@@ -660,7 +659,7 @@ void register_reduction(Library& lib) {
   }
   {
     OpBuilder b(lib, "aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-                fam, "mean over dims (None or [] = all dims; floating and complex only)");
+                kFamily, "mean over dims (None or [] = all dims; floating and complex only)");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, const DimList& dim, bool keepdim, std::optional<DType> dtype) {
        return mean_kernel(name, self, reduction_of(name, self, dim, keepdim), dtype);
@@ -675,10 +674,14 @@ void register_reduction(Library& lib) {
         .dtypes(kFloatingAndComplex)
         .samples(dim_list_samples(true, true, true));
   }
+}
 
-  // ---- prod ----
+// prod.
+void register_prod(Library& lib) {
+  Registry& reg = lib.registry();
+  const Ops ops(reg);
   {
-    OpBuilder b(lib, "aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", fam,
+    OpBuilder b(lib, "aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", kFamily,
                 "product of all elements (empty: 1); integers and bool multiply to int64 unless dtype is given");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, std::optional<DType> dtype) {
@@ -699,7 +702,7 @@ void register_reduction(Library& lib) {
   }
   {
     OpBuilder b(lib, "aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-                fam, "product along one dim (empty: 1)");
+                kFamily, "product along one dim (empty: 1)");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, int64_t dim, bool keepdim, std::optional<DType> dtype) {
        return prod_kernel(name, self, single_dim_reduction(name, self, dim, keepdim), dtype);
@@ -726,13 +729,16 @@ void register_reduction(Library& lib) {
           return Stack{IValue(self), IValue(dim), IValue(keepdim), draw_optional_dtype(draw, self)};
         });
   }
+}
 
-  // ---- amax / amin ----
+// amax / amin.
+void register_amax_amin(Library& lib) {
+  Registry& reg = lib.registry();
   for (bool largest : {true, false}) {
     OpBuilder b(lib,
                 largest ? "aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"
                         : "aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
-                fam,
+                kFamily,
                 largest ? "largest value over dims ([] = all dims; NaN propagates; empty dims are an error)"
                         : "smallest value over dims ([] = all dims; NaN propagates; empty dims are an error)");
     const std::string name = b.name();
@@ -751,16 +757,18 @@ void register_reduction(Library& lib) {
         .autograd(with_ops(reg, extreme_backward), remember([parse](const Stack& in) {
                     return parse(in[0].to_tensor(), in[1].to<std::vector<int64_t>>(), in[2].to_bool());
                   }, true))
-        .dtypes(real_and_bool)
+        .dtypes(kRealAndBool)
         .samples(dim_list_samples(false, false, false, Values::tie_free));
   }
+}
 
-  // ---- argmax / argmin ----
+// argmax / argmin.
+void register_argmax_argmin(Library& lib) {
   for (bool largest : {true, false}) {
     OpBuilder b(lib,
                 largest ? "aten::argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"
                         : "aten::argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor",
-                fam,
+                kFamily,
                 largest ? "index of the first largest value (NaN counts as largest; dim None: in the flattened input)"
                         : "index of the first smallest value (NaN counts as smallest; dim None: in the flattened input)");
     const std::string name = b.name();
@@ -780,13 +788,16 @@ void register_reduction(Library& lib) {
         .dtypes(kReal)
         .constraints(one_dim(true));
   }
+}
 
-  // ---- max.dim / min.dim ----
+// max.dim / min.dim.
+void register_max_min_dim(Library& lib) {
+  Registry& reg = lib.registry();
   for (bool largest : {true, false}) {
     OpBuilder b(lib,
                 largest ? "aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"
                         : "aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-                fam,
+                kFamily,
                 largest ? "largest value along a dim and its first index (NaN propagates)"
                         : "smallest value along a dim and its first index (NaN propagates)");
     const std::string name = b.name();
@@ -802,11 +813,15 @@ void register_reduction(Library& lib) {
         .autograd(with_ops(reg, selected_backward), remember([name](const Stack& in) {
                     return single_dim_reduction(name, in[0].to_tensor(), in[1].to_int(), in[2].to_bool());
                   }, true))
-        .dtypes(real_and_bool)
+        .dtypes(kRealAndBool)
         .samples(selection_samples());
   }
+}
 
-  // ---- var ----
+// var.
+void register_var(Library& lib) {
+  Registry& reg = lib.registry();
+  const Ops ops(reg);
   auto var_backward = [ops](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
     const SavedReduction r = load_reduction(ctx);
     const Tensor self = ctx.saved_tensors()[0];
@@ -832,7 +847,7 @@ void register_reduction(Library& lib) {
   {
     OpBuilder b(lib,
                 "aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
-                fam, "variance over dims: sum of squared deviations / (N - correction), correction 1 by default");
+                kFamily, "variance over dims: sum of squared deviations / (N - correction), correction 1 by default");
     const std::string name = b.name();
     auto correction_of = [](const std::optional<Scalar>& c) { return c ? c->to_double() : 1.0; };
     b.cpu([name, correction_of](const Tensor& self, const DimList& dim, const std::optional<Scalar>& correction,
@@ -862,7 +877,7 @@ void register_reduction(Library& lib) {
         });
   }
   {
-    OpBuilder b(lib, "aten::var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", fam,
+    OpBuilder b(lib, "aten::var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", kFamily,
                 "variance over dims, unbiased (N - 1) or not (N)");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, const DimList& dim, bool unbiased, bool keepdim) {
@@ -883,10 +898,12 @@ void register_reduction(Library& lib) {
           return Stack{IValue(self), dims, IValue(n != 1 && !draw.coin(30)), IValue(draw.coin())};
         });
   }
+}
 
-  // ---- any ----
+// any.
+void register_any(Library& lib) {
   {
-    OpBuilder b(lib, "aten::any(Tensor self) -> Tensor", fam, "whether any element is non-zero (bool; uint8 for uint8)");
+    OpBuilder b(lib, "aten::any(Tensor self) -> Tensor", kFamily, "whether any element is non-zero (bool; uint8 for uint8)");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self) { return any_kernel(name, self, reduction_of(name, self, std::nullopt, false)); })
         .fake([name](const Tensor& self) {
@@ -895,7 +912,7 @@ void register_reduction(Library& lib) {
         .dtypes(kAll);
   }
   {
-    OpBuilder b(lib, "aten::any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor", fam,
+    OpBuilder b(lib, "aten::any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor", kFamily,
                 "whether any element along a dim is non-zero");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, int64_t dim, bool keepdim) {
@@ -908,7 +925,7 @@ void register_reduction(Library& lib) {
         .constraints(one_dim(false));
   }
   {
-    OpBuilder b(lib, "aten::any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor", fam,
+    OpBuilder b(lib, "aten::any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor", kFamily,
                 "whether any element over dims is non-zero (None = all dims; [] = none, as numpy's axis=())");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, const DimList& dim, bool keepdim) {
@@ -920,10 +937,14 @@ void register_reduction(Library& lib) {
         .dtypes(kAll)
         .samples(dim_list_samples(true, true, false));
   }
+}
 
-  // ---- cumsum ----
+// cumsum.
+void register_cumsum(Library& lib) {
+  Registry& reg = lib.registry();
+  const Ops ops(reg);
   {
-    OpBuilder b(lib, "aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", fam,
+    OpBuilder b(lib, "aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", kFamily,
                 "running sum along a dim; integers and bool to int64 unless dtype is given");
     const std::string name = b.name();
     b.cpu([name](const Tensor& self, int64_t dim, std::optional<DType> dtype) { return cumsum_kernel(name, self, dim, dtype); })
@@ -953,6 +974,20 @@ void register_reduction(Library& lib) {
           return Stack{IValue(self), IValue(dim), draw_optional_dtype(draw, self)};
         });
   }
+}
+
+}  // namespace
+
+void register_reduction(Library& lib) {
+  register_sum(lib);
+  register_mean(lib);
+  register_prod(lib);
+  register_amax_amin(lib);
+  register_argmax_argmin(lib);
+  register_max_min_dim(lib);
+  register_var(lib);
+  register_any(lib);
+  register_cumsum(lib);
 }
 
 }  // namespace opconform::reference

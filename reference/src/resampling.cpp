@@ -31,7 +31,6 @@ namespace opconform::reference {
 namespace {
 
 using namespace detail;
-using conformance::SampleDraw;
 using Grads = std::vector<Tensor>;
 using Ints = std::vector<int64_t>;
 

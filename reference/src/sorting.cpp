@@ -24,7 +24,6 @@ namespace {
 
 using namespace detail;
 
-using conformance::SampleDraw;
 using Grads = std::vector<Tensor>;
 
 // Strict order with NaN above every number (and NaNs equal among themselves).

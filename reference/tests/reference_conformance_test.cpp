@@ -17,7 +17,7 @@
 #include "opconform/conformance/check.h"
 #include "opconform/conformance/opcheck.h"
 #include "opconform/reference.h"
-#include "opconform/reference/case_spec.h"
+#include "opconform/conformance/case_spec.h"
 #include "support/reference_test_support.h"
 
 namespace opconform::reference {
@@ -49,9 +49,8 @@ std::vector<DType> dtypes_to_run(const std::vector<DType>& dtypes) {
 }
 
 std::vector<Case> cases() {
-  testing::registry();
   std::vector<Case> out;
-  for (const auto& info : reference_op_infos()) {
+  for (const auto& info : reference_op_infos(testing::registry())) {
     for (DType d : dtypes_to_run(info.dtypes)) out.push_back({info.name, d});
   }
   return out;

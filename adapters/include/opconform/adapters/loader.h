@@ -34,8 +34,10 @@ class PluginError : public Error {
 };
 
 struct LoadOptions {
-  // Where an operator the plugin implements without defining it takes its schema (the reference
-  // registry); a definition of one of its ops must match it. Null: every op must be defined.
+  // Where an operator the plugin implements without defining it takes its schema, tags and data
+  // (the reference registry: its constraints, sample builder and tolerances; Note [Per-op data
+  // belongs to the registry]); a definition of one of its ops must match it. Null: every op must
+  // be defined. A plugin's declare_dtypes replaces the dtypes of that data.
   const Registry* schemas = nullptr;
 };
 

@@ -46,7 +46,5 @@ std::vector<std::string> check_names();
 // calls] in thread_safety.cpp); the others keep their order. opcheck and the harness's plan run
 // every list in this order.
 std::vector<std::string> in_run_order(std::vector<std::string> checks);
-// Adds a check (test_aot_dispatch_dynamic plugs in this way); the object lives for the process.
-void register_check(std::unique_ptr<Check> check);
 
 }  // namespace opconform::conformance

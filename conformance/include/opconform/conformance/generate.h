@@ -32,14 +32,9 @@
 // default or None — so a stride bug shrinks to the smallest non-contiguous tensor (2 elements).
 //
 // Where the constraints cannot say what is valid (view's sizes multiply to numel, cat's tensors
-// agree but on one dim, gather's indices are valid), an operator declares a sample builder: a
-// function that builds the arguments from draws (SampleDraw) and so shrinks and replays likewise.
-//
-//   declare_sample_builder("mylib::my_view", [](SampleDraw& draw) {
-//     auto shape = draw.shape(0, 3);
-//     Tensor self = draw.tensor(shape, draw.dtype());
-//     return Stack{IValue(self), IValue(my_factorization(draw, shape))};
-//   });
+// agree but on one dim, gather's indices are valid), an operator's data has a sample builder
+// (core/sample_draw.h): a function that builds the arguments from draws and so shrinks and replays
+// likewise. The by-operator forms below read the op's data from its registry entry (OpData).
 #pragma once
 
 #include <concepts>
@@ -52,11 +47,14 @@
 
 #include <rapidcheck/Gen.h>
 
-#include "opconform/conformance/constraints.h"
 #include "opconform/conformance/outcome.h"
 #include "opconform/conformance/sample.h"
 #include "opconform/core/device.h"
 #include "opconform/core/dtype.h"
+#include "opconform/core/input_constraints.h"
+#include "opconform/core/op_data.h"
+#include "opconform/core/registry.h"
+#include "opconform/core/sample_draw.h"
 #include "opconform/core/schema.h"
 
 namespace opconform::conformance {
@@ -66,8 +64,8 @@ struct GenerateSpec {
   uint64_t seed = 0;      // 0: a random seed, printed on stderr; OPCONFORM_SEED overrides both
   // The devices samples live on; Device arguments take each of them, and cpu.
   std::vector<Device> devices = {Device::cpu()};
-  // The sample dtypes. Empty: the op's declared ones (InputConstraints::dtypes: the reference's
-  // list, a plugin's declare_dtypes, a custom op's declaration), else float32 and float64. An
+  // The sample dtypes. Empty: the op's declared ones (InputConstraints::dtypes of its OpData: the
+  // reference's list, a plugin's declare_dtypes), else float32 and float64. An
   // argument's own declared dtypes (ArgConstraint::dtypes) win over either.
   std::vector<DType> dtypes = {};
   bool include_non_contiguous = true;   // offset, sliced, transposed, expanded layouts
@@ -113,70 +111,16 @@ rc::Gen<Sample> sample_gen(const FunctionSchema& schema, const InputConstraints&
 std::vector<Sample> generate_samples(const FunctionSchema& schema, const InputConstraints& constraints,
                                      const GenerateSpec& spec);
 
-// ---- sample builders ----
-
-// The choices a SampleBuilder draws. Every draw goes through RapidCheck, so a failing sample
-// shrinks (integers toward the value closest to 0 within range, coins toward false, tensors toward
-// contiguous / simple values; one draw at a time, the others kept where the builder asks the same
-// again), and a sample is replayed from its recorded draws. A draw that cannot be satisfied
-// (lo > hi, ...) throws Error(kInvalidArgument).
-class SampleDraw {
- public:
-  virtual ~SampleDraw() = default;
-  virtual int64_t integer(int64_t lo, int64_t hi) = 0;  // inclusive
-  virtual bool coin(int percent_true = 50) = 0;
-  virtual double real(double lo, double hi) = 0;  // shrinks toward the value closest to 0
-  // One of the sample dtypes (GenerateSpec::dtypes, else the op's declared ones, else
-  // float32/float64), or of `allowed` when
-  // non-empty (intersected with the spec's when that is non-empty, else allowed itself).
-  virtual DType dtype(const std::vector<DType>& allowed = {}) = 0;
-  // Sizes of rank in [min_rank, max_rank] (max_rank capped by spec.max_rank, never below
-  // min_rank; min_rank 1 when the spec excludes scalars and max_rank allows it), each in
-  // [min_size, max(min_size, spec.max_dim_size)]; with allow_empty and spec.include_empty,
-  // sometimes one size 0. In a large-tier sample, the first shape drawn has one large size.
-  virtual std::vector<int64_t> shape(int min_rank, int max_rank, int64_t min_size = 1, bool allow_empty = true) = 0;
-  // A tensor with these sizes and dtype, values per `values` (ordinary / zeros / special values,
-  // as the generic generator does), on the spec's device, in any layout the spec allows
-  // (contiguous, offset, sliced, transposed, expanded unless `mutable_input`).
-  virtual Tensor tensor(const std::vector<int64_t>& sizes, DType dtype, const ValueConstraint& values = {},
-                        bool mutable_input = false) = 0;
-  // A value for a Device argument: the sample's device, another of the spec's, or cpu.
-  virtual Device device_value() = 0;
-  // An int64 tensor of these sizes with values in [lo, hi] (indices), any layout the spec allows.
-  // lo > hi is accepted only for an empty tensor.
-  virtual Tensor index_tensor(const std::vector<int64_t>& sizes, int64_t lo, int64_t hi) = 0;
-  virtual const GenerateSpec& spec() const = 0;
-};
-
-// Builds one sample's arguments (schema order, every argument present) from draws. Must be a pure
-// function of the draws (it is re-run to replay a sample).
-using SampleBuilder = std::function<Stack(SampleDraw& draw)>;
-
-// Declares (replaces) the builder of an operator ("ns::op.overload", or "ns::op" for all overloads,
-// the overload's own winning as declared_constraints does). Generation for that op (sample_gen and
-// generate_samples by op name, find_failure by op name, and so opcheck over a GenerateSpec) uses
-// the builder instead of the schema + constraints generator. Process-wide, thread-safe. An Error
-// the builder throws (or a wrong number of arguments) surfaces as an Error naming the op.
-void declare_sample_builder(std::string op_name, SampleBuilder builder);
-SampleBuilder declared_sample_builder(std::string_view op_name);  // empty function when none
-bool undeclare_sample_builder(std::string_view op_name);
-
 namespace detail {
-rc::Gen<Sample> op_sample_gen(const FunctionSchema& schema, std::string_view op_name, const GenerateSpec& spec);
+rc::Gen<Sample> op_sample_gen(const FunctionSchema& schema, std::string_view op_name, const OpData& data,
+                              const GenerateSpec& spec);
 std::vector<Sample> take_samples(const rc::Gen<Sample>& gen, const GenerateSpec& spec);
 }  // namespace detail
 
-// sample_gen and generate_samples for an op by name: its declared builder, else its declared
-// constraints (none when undeclared); an empty name means schema.full_name(). (Templates only so
-// that `{}` above still means "no constraints".)
-template <std::convertible_to<std::string_view> Name>
-rc::Gen<Sample> sample_gen(const FunctionSchema& schema, const Name& op_name, const GenerateSpec& spec) {
-  return detail::op_sample_gen(schema, op_name, spec);
-}
-template <std::convertible_to<std::string_view> Name>
-std::vector<Sample> generate_samples(const FunctionSchema& schema, const Name& op_name, const GenerateSpec& spec) {
-  return detail::take_samples(detail::op_sample_gen(schema, op_name, spec), spec);
-}
+// sample_gen and generate_samples for an operator: its data's sample builder, else its schema and
+// its data's constraints (OperatorHandle::data).
+rc::Gen<Sample> sample_gen(const OperatorHandle& op, const GenerateSpec& spec);
+std::vector<Sample> generate_samples(const OperatorHandle& op, const GenerateSpec& spec);
 
 using SampleProperty = std::function<CheckResult(const Sample&)>;
 
@@ -194,11 +138,10 @@ struct GeneratedFailure {
 // mistrusted, timed_out, unsupported and skipped do not (they prove nothing about the sample, and
 // a timeout would make every shrink step wait). A property that throws fails, with the exception
 // in the message. The first failure is shrunk; nullopt when every sample passes. RapidCheck's own
-// output is not printed. The samples come from op_name's declared sample builder, else from its
-// declared constraints (none when undeclared).
-std::optional<GeneratedFailure> find_failure(const FunctionSchema& schema, const std::string& op_name,
-                                             const SampleProperty& property, const GenerateSpec& spec = {});
-// The same with explicit constraints (a declared builder is not used).
+// output is not printed. The samples come from the op's data (as generate_samples(op)).
+std::optional<GeneratedFailure> find_failure(const OperatorHandle& op, const SampleProperty& property,
+                                             const GenerateSpec& spec = {});
+// The same for a schema with explicit constraints (no sample builder); op_name names it in messages.
 std::optional<GeneratedFailure> find_failure(const FunctionSchema& schema, const InputConstraints& constraints,
                                              const std::string& op_name, const SampleProperty& property,
                                              const GenerateSpec& spec = {});

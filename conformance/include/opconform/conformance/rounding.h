@@ -1,6 +1,6 @@
 // Low-precision rounding: float16 and bfloat16 results checked element by element against the
 // op's float64 result rounded to nearest, ties to even (dtype_consistency runs it for the ops
-// that declare a RoundingContract; the reference declares one for its elementwise families).
+// whose data has a RoundingContract, OpData::rounding; the reference's elementwise families set one).
 //
 // Note [Low-precision rounding]: assert_close's float16/bfloat16 tolerances (rtol 1e-3 and
 // 1.6e-2) span one or two ULPs, so a kernel that rounds every result the wrong way (toward zero,
@@ -21,21 +21,15 @@
 #include <string>
 #include <string_view>
 
+#include "opconform/core/op_data.h"
 #include "opconform/core/tensor.h"
 
 namespace opconform::conformance {
 
-struct RoundingContract {
-  int ulps = 0;                    // allowed distance from the rounded float64 result
-  double working_error = 0x1p-20;  // near a midpoint (|exact - midpoint| <= this * |exact|), either neighbour
-};
 
 inline constexpr size_t kMinBiasElements = 64;
 inline constexpr double kMaxMeanBias = 0.25;
 
-// Declares the contract of an op ("ns::op.overload"); the table is process-wide.
-void declare_rounding(std::string op_name, RoundingContract contract);
-std::optional<RoundingContract> declared_rounding(std::string_view op_name);
 
 struct RoundingVerdict {
   bool ok = true;

@@ -12,30 +12,23 @@
 #include <vector>
 
 #include "opconform/core/dtype.h"
+#include "opconform/core/op_data.h"
 #include "opconform/core/tensor.h"
 
 namespace opconform::conformance {
-
-struct Tolerance {
-  double rtol = 0;
-  double atol = 0;
-  std::optional<int64_t> max_ulp;  // when set, a value within this many ULPs also passes
-};
 
 // torch.testing.assert_close's defaults (exact for integers and bool).
 Tolerance default_tolerance(DType dtype);
 
 // The tolerances a run uses: explicit atol/rtol (from opcheck's options) override the dtype
-// defaults; per-op overrides (declared beside an op, with a reason) override both.
+// defaults; the op's own overrides (OpData::tolerances, with a reason) override both.
 struct ToleranceSpec {
   std::optional<double> atol;
   std::optional<double> rtol;
-  Tolerance for_dtype(DType dtype, std::string_view op_name = {}) const;
+  Tolerance for_dtype(DType dtype, const OpData* op = nullptr) const;
 };
 
 // Declares a looser (or ULP) tolerance for one op and dtype, with the reason shown in reports.
-void declare_tolerance(std::string op_name, DType dtype, Tolerance tolerance, std::string reason);
-std::optional<std::pair<Tolerance, std::string>> declared_tolerance(std::string_view op_name, DType dtype);
 
 struct Comparison {
   bool equal = true;       // within tolerance everywhere (and same shape, dtype)

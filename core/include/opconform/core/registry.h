@@ -37,6 +37,7 @@
 #include "opconform/core/dispatch_key.h"
 #include "opconform/core/ivalue.h"
 #include "opconform/core/kernel.h"
+#include "opconform/core/op_data.h"
 #include "opconform/core/schema.h"
 #include "opconform/core/tag.h"
 
@@ -81,6 +82,7 @@ struct OperatorEntry {
   RegistrationSource schema_source;
   std::vector<Tag> tags;
   std::string alias_analysis;
+  std::shared_ptr<const OpData> data;  // null: none set (Note [Per-op data belongs to the registry])
   size_t num_arguments = 0;
   // Kernels per key, alias keys included; the front one is active.
   std::array<std::list<KernelRegistration>, static_cast<size_t>(DispatchKey::EndOfAliasKeys)> kernels;
@@ -135,6 +137,9 @@ class OperatorHandle {
   const FunctionSchema& schema() const;
   const std::vector<Tag>& tags() const { return entry_->tags; }
   bool has_tag(Tag t) const;
+  // The data its definer set (op_data.h; an empty OpData when none). Shared, so it stays valid
+  // when the data is replaced or the op undefined meanwhile.
+  std::shared_ptr<const OpData> data() const;
 
   // Calls the operator: arguments on the stack in schema order, returns left there.
   void call_boxed(Stack& stack) const {
@@ -233,6 +238,10 @@ class Registry {
   RegistrationHandle impl(std::string_view op_name, DispatchKey key, KernelFunction kernel,
                           RegistrationSource source, bool allow_override = true);
   RegistrationHandle fallback(DispatchKey key, KernelFunction kernel, RegistrationSource source);
+  // Sets (replaces) the data of a defined operator, validated against its schema
+  // (validate_op_data); it belongs to the definition and is removed with it. Throws
+  // Error(kRegistration) when the op is not defined here.
+  void set_op_data(std::string_view op_name, OpData data);
   // Claims a namespace for one DEF library (PyTorch allows one TORCH_LIBRARY per namespace).
   RegistrationHandle claim_namespace(std::string_view ns, RegistrationSource source);
 

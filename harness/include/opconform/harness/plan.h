@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "opconform/adapters/library_manifest.h"
+#include "opconform/core/registry.h"
 
 namespace opconform::harness {
 
@@ -28,7 +29,7 @@ struct PlanOptions {
   std::vector<std::string> dtypes;   // empty: every dtype the op supports
   int samples = 50;
   // The large tier of the samples (GenerateSpec::large_percent, large_max_numel); nullopt: the
-  // case spec's sparse default (reference/case_spec.h).
+  // case spec's sparse default (conformance/case_spec.h).
   std::optional<int> large_percent;
   std::optional<int64_t> large_max_numel;
   std::optional<uint64_t> seed;      // replaces each case's fixed seed
@@ -46,10 +47,11 @@ struct PlannedCase {
 // Throws opconform::Error naming the first unknown check, device or dtype (or an unusable device).
 void validate(const PlanOptions& options);
 
-// The cases for the ops of `library` (or, when null, every op of the reference), with the dtypes
-// the plugin declared or the reference lists, filtered by the options, sharded. Validates the
-// options first (validate()).
-std::vector<PlannedCase> plan_cases(const adapters::LibraryManifest* library, const PlanOptions& options);
+// The cases for the ops of `library` (or, when null, every op of `reference`), with the dtypes
+// the plugin declared or the reference lists (its ops' data), filtered by the options, sharded.
+// Validates the options first (validate()).
+std::vector<PlannedCase> plan_cases(const adapters::LibraryManifest* library, const Registry& reference,
+                                    const PlanOptions& options);
 
 // Every check a run may use, in the order they run.
 std::vector<std::string> all_checks(bool against_reference);

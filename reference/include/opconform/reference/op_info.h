@@ -1,31 +1,25 @@
-// OpInfo: what the reference registry knows about each of its operators beyond the kernels —
-// the family, a one-line doc, the dtypes the kernels accept, which parts exist (fake kernel,
-// autograd formula, vmap rule), and the sample spec the conformance run uses (input constraints,
-// a sample builder where the constraints cannot say enough, tolerance overrides with a reason).
+// OpInfo: a summary of one reference operator, read from the registry it was registered into —
+// its data (OpData: family, doc, dtypes, constraints, sample builder, tolerances), and which parts
+// exist (CPU, CUDA and fake kernels, autograd formula, vmap rule), as the registry's dispatch
+// entries say. `opconform list` and docs/reference.md are printed from it.
 //
-// The table is filled by the register_<family>(Library&) functions (reference.h) and is
-// process-wide: registering the reference into a second registry records the same entries again.
-// `opconform list --reference` and docs/reference.md are printed from it.
+// Nothing is recorded elsewhere (Note [Per-op data belongs to the registry] in core/op_data.h):
+// two registries into which the reference was registered give the same infos, a registry without
+// it gives none.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "opconform/conformance/constraints.h"
-#include "opconform/conformance/generate.h"
-#include "opconform/conformance/tolerance.h"
 #include "opconform/core/dtype.h"
+#include "opconform/core/op_data.h"
+#include "opconform/core/registry.h"
 #include "opconform/core/schema.h"
 
 namespace opconform::reference {
-
-struct ToleranceOverride {
-  DType dtype;
-  conformance::Tolerance tolerance;
-  std::string reason;  // why the math needs it (shown in reports)
-};
 
 struct OpInfo {
   std::string name;    // "aten::add.Tensor"
@@ -38,25 +32,19 @@ struct OpInfo {
   bool double_backward = false;
   // Random ops (tagged nondeterministic_seeded): determinism is not expected of them.
   bool nondeterministic = false;
-  conformance::InputConstraints constraints;
-  conformance::SampleBuilder sample_builder;  // empty: samples from the schema and constraints
-  std::vector<ToleranceOverride> tolerances;
+  std::shared_ptr<const OpData> data;  // all of it
 };
 
-// Every operator registered by a register_<family> call so far, sorted by name.
-std::vector<OpInfo> reference_op_infos();
-// One entry (nullopt when the reference has no such op).
-std::optional<OpInfo> reference_op_info(std::string_view name);
+// The reference operators of `registry` (those with a family in their data: every op a
+// register_<family> call defined), sorted by name.
+std::vector<OpInfo> reference_op_infos(const Registry& registry);
+// One of them (nullopt when `registry` has no such reference op).
+std::optional<OpInfo> reference_op_info(const Registry& registry, std::string_view name);
 
 // Kind of schema, as the list prints it: functional, inplace, out, mutable, view.
 std::string_view schema_kind_name(const FunctionSchema& schema);
 
 // The registry as text, one line per op: name, kind, dtypes, devices, autograd, vmap, schema.
 std::string format_reference_table(const std::vector<OpInfo>& infos);
-
-namespace detail {
-// Adds or replaces an entry (the OpBuilder calls it as an op's parts are registered).
-void record_op_info(const OpInfo& info);
-}  // namespace detail
 
 }  // namespace opconform::reference

@@ -7,7 +7,8 @@
 //   OperatorHandle add = registry.get("aten::add.Tensor");
 //
 // Each family is one source file with one explicit registration function; register_reference_ops
-// calls them all on one Library. What is registered is listed by reference_op_infos() (op_info.h).
+// calls them all on one Library. What is registered is listed by reference_op_infos(registry)
+// (op_info.h), read from the ops' data in that registry.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,6 @@
 // OpBuilder: how a family file defines one reference operator — the schema, then its parts, each
-// registered at once into the family's Library and recorded in the OpInfo table (op_info.h):
+// registered at once into the family's Library; the family, doc and sample spec go into the op's
+// data in the registry (core/op_data.h), from which op_info.h reads its summary:
 //
 //   OpBuilder(lib, "aten::sin(Tensor self) -> Tensor", "elementwise_unary", "sine, elementwise")
 //       .dtypes(kFloatingAndComplex)
@@ -8,8 +9,8 @@
 //       .autograd(sin_backward, save_inputs)
 //       .vmap(elementwise_vmap_rule(1));
 //
-// The sample spec (constraints, sample builder, tolerance overrides) is also declared to the
-// conformance tables, so opcheck over generated samples finds it by the op's name.
+// The sample spec (constraints, sample builder, tolerance overrides, rounding) is data like the
+// doc: opcheck over generated samples reads it from the op it is given.
 #pragma once
 
 #include <string>
@@ -17,16 +18,12 @@
 #include <utility>
 #include <vector>
 
-#include "opconform/conformance/constraints.h"
-#include "opconform/conformance/generate.h"
-#include "opconform/conformance/rounding.h"
-#include "opconform/conformance/tolerance.h"
 #include "opconform/core/autograd.h"
 #include "opconform/core/fake_tensor.h"
 #include "opconform/core/library.h"
+#include "opconform/core/op_data.h"
 #include "opconform/core/source_location.h"
 #include "opconform/core/vmap.h"
-#include "opconform/reference/op_info.h"
 
 namespace opconform::reference::detail {
 
@@ -39,30 +36,27 @@ class OpBuilder {
   OpBuilder(Library& lib, std::string_view schema, std::string family, std::string doc, std::vector<Tag> tags = {},
             SourceLocation loc = SourceLocation::current());
 
-  const std::string& name() const { return info_.name; }
+  const std::string& name() const { return name_; }
   Registry& registry() const { return lib_->registry(); }
 
   // The CPU kernel (typed or boxed).
   template <typename F>
   OpBuilder& cpu(F&& kernel) {
-    lib_->impl(info_.name, std::forward<F>(kernel), DispatchKey::CPU, {}, loc_);
-    info_.cpu = true;
-    return commit();
+    lib_->impl(name_, std::forward<F>(kernel), DispatchKey::CPU, {}, loc_);
+    return *this;
   }
   // One kernel for every backend (views and other metadata-only ops; factories that dispatch on
   // their Device argument). It serves fake tensors too unless a fake kernel is registered.
   template <typename F>
   OpBuilder& composite_explicit(F&& kernel) {
-    lib_->impl(info_.name, std::forward<F>(kernel), DispatchKey::CompositeExplicitAutograd, {}, loc_);
-    info_.cpu = true;
-    return commit();
+    lib_->impl(name_, std::forward<F>(kernel), DispatchKey::CompositeExplicitAutograd, {}, loc_);
+    return *this;
   }
   // The fake kernel: metadata only (typed or boxed); data-dependent sizes through get_ctx().
   template <typename F>
   OpBuilder& fake(F&& kernel) {
-    lib_->impl(info_.name, wrap_fake_kernel(std::forward<F>(kernel)), DispatchKey::Fake, {}, loc_);
-    info_.fake = true;
-    return commit();
+    lib_->impl(name_, wrap_fake_kernel(std::forward<F>(kernel)), DispatchKey::Fake, {}, loc_);
+    return *this;
   }
   // The autograd formula. double_backward: the backward is written with registry ops.
   OpBuilder& autograd(autograd::BackwardFn backward, autograd::SetupContextFn setup = nullptr,
@@ -74,19 +68,21 @@ class OpBuilder {
   OpBuilder& vmap(VmapRule rule);
 
   OpBuilder& dtypes(std::vector<DType> dtypes);
-  OpBuilder& constraints(conformance::InputConstraints constraints);
-  OpBuilder& samples(conformance::SampleBuilder builder);
-  OpBuilder& tolerance(DType dtype, conformance::Tolerance tolerance, std::string reason);
+  OpBuilder& constraints(InputConstraints constraints);
+  OpBuilder& samples(SampleBuilder builder);
+  OpBuilder& tolerance(DType dtype, Tolerance tolerance, std::string reason);
   // The op's float16/bfloat16 results are its float64 result rounded once (Note [Low-precision
   // rounding]); the elementwise families declare it for all their ops.
-  OpBuilder& rounding(conformance::RoundingContract contract = {});
+  OpBuilder& rounding(RoundingContract contract = {});
 
  private:
+  // Stores data_ as the op's data (validated against its schema).
   OpBuilder& commit();
 
   Library* lib_;
   SourceLocation loc_;
-  OpInfo info_;
+  std::string name_;
+  OpData data_;
   bool out_ = false;  // Tag::out
 };
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "opconform/conformance/generate.h"
+#include "opconform/core/sample_draw.h"
 #include "opconform/core/autograd.h"
 #include "opconform/core/dtype.h"
 #include "opconform/core/layout.h"
@@ -31,6 +31,7 @@ inline const std::vector<DType> kAll = {DType::Bool,     DType::UInt8,   DType::
                                         DType::Int32,    DType::Int64,   DType::Float16, DType::BFloat16,
                                         DType::Float32,  DType::Float64, DType::Complex64, DType::Complex128};
 std::vector<DType> concat_dtypes(std::vector<DType> a, const std::vector<DType>& b);
+inline const std::vector<DType> kRealAndComplex = concat_dtypes(kReal, {DType::Complex64, DType::Complex128});
 
 // The vmap rule of an elementwise op over every tensor argument: batch dims go to the front,
 // lower-rank batched tensors get size-1 dims after the batch so broadcasting lines up, and the op
@@ -109,14 +110,14 @@ KernelFunction inplace_autograd_kernel(Registry& registry, autograd::BackwardFn 
 // ---- samples ----
 
 // A dim of a tensor of `rank`, negative about half the time (rank 0: -1 or 0).
-int64_t draw_dim(conformance::SampleDraw& draw, int64_t rank);
+int64_t draw_dim(SampleDraw& draw, int64_t rank);
 // A tensor of `shape` and `dtype` whose finite floating values are distinct, for ops that are not
 // differentiable where values tie (max-like reductions, sort, topk): +-(1 + j/128) * 2^q, one
 // (sign, j, q) per element in a drawn order, exact in every floating dtype (8 significant bits).
 // Samples holding NaN or inf keep their values (gradcheck skips them; the forward checks see
 // them), and so do integer ones (ties show the stable order). The stride-0 layout is not drawn:
 // it repeats values.
-Tensor draw_tie_free(conformance::SampleDraw& draw, const std::vector<int64_t>& shape, DType dtype);
+Tensor draw_tie_free(SampleDraw& draw, const std::vector<int64_t>& shape, DType dtype);
 
 // ---- memory formats (PyTorch's suggest_memory_format / empty_like rules) ----
 

@@ -1,13 +1,12 @@
-#include "opconform/conformance/constraints.h"
+#include "opconform/core/input_constraints.h"
 
 #include <algorithm>
 #include <cmath>
-#include <mutex>
 #include <sstream>
 
 #include "opconform/core/error.h"
 
-namespace opconform::conformance {
+namespace opconform {
 namespace {
 
 // `T?` counts as T for constraints: a None satisfies everything.
@@ -46,15 +45,6 @@ std::string value_string(double v) {
   return out.str();
 }
 
-struct Table {
-  std::mutex mutex;
-  std::map<std::string, InputConstraints, std::less<>> by_op;
-};
-
-Table& table() {
-  static Table* t = new Table();  // never destroyed: declarations may be read during exit
-  return *t;
-}
 
 }  // namespace
 
@@ -283,37 +273,4 @@ std::vector<std::string> constraint_violations(const FunctionSchema& schema, con
   return out;
 }
 
-void declare_constraints(std::string op_name, InputConstraints constraints) {
-  auto& t = table();
-  std::lock_guard lock(t.mutex);
-  t.by_op[std::move(op_name)] = std::move(constraints);
-}
-
-std::optional<std::string_view> op_without_overload(std::string_view op_name) {
-  const auto colon = op_name.rfind("::");
-  const auto dot = op_name.find('.', colon == std::string_view::npos ? 0 : colon);
-  if (dot == std::string_view::npos) return std::nullopt;
-  return op_name.substr(0, dot);
-}
-
-std::optional<InputConstraints> declared_constraints(std::string_view op_name) {
-  auto& t = table();
-  std::lock_guard lock(t.mutex);
-  if (auto it = t.by_op.find(op_name); it != t.by_op.end()) return it->second;
-  // "ns::op.overload" falls back to the constraints of "ns::op" (shared by its overloads).
-  if (auto base = op_without_overload(op_name)) {
-    if (auto it = t.by_op.find(*base); it != t.by_op.end()) return it->second;
-  }
-  return std::nullopt;
-}
-
-bool undeclare_constraints(std::string_view op_name) {
-  auto& t = table();
-  std::lock_guard lock(t.mutex);
-  auto it = t.by_op.find(op_name);
-  if (it == t.by_op.end()) return false;
-  t.by_op.erase(it);
-  return true;
-}
-
-}  // namespace opconform::conformance
+}  // namespace opconform

@@ -1,18 +1,20 @@
-// Input constraints: what inputs an operator accepts beyond its schema, declared beside the op
-// (CHECKS.md, "Samples"). The schema says `Tensor self, int dim`; the constraints say "dim is a
-// valid dimension of self", "other broadcasts with self", "values are positive". Sample
-// generation (generate.h) reads them to build valid samples; the error_inputs check can use the
+// Input constraints: what inputs an operator accepts beyond its schema (CHECKS.md, "Samples";
+// docs/checks.md). The schema says `Tensor self, int dim`; the constraints say "dim is a valid
+// dimension of self", "other broadcasts with self", "values are positive". They are part of an
+// operator's data (op_data.h), stored with its definition in the registry; sample generation
+// (conformance/generate.h) reads them to build valid samples, and the error_inputs check uses the
 // validator to know which inputs must be rejected.
 //
 //   ArgConstraint x;
 //   x.values.positive = true;
-//   declare_constraints("mylib::my_log", InputConstraints()
+//   OpData data;
+//   data.constraints = InputConstraints()
 //       .arg("x", x)
 //       .relate(broadcastable("x", "y"))
-//       .relate(dim_in_range("dim", "x")));
+//       .relate(dim_in_range("dim", "x"));
+//   registry.set_op_data("mylib::my_log", std::move(data));
 //
-// Constraints are plain data (names refer to schema argument names) plus a validator. The table
-// of declared constraints is process-wide and thread-safe.
+// Constraints are plain data (names refer to schema argument names) plus a validator.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,7 @@
 #include "opconform/core/ivalue.h"
 #include "opconform/core/schema.h"
 
-namespace opconform::conformance {
+namespace opconform {
 
 // The values of a tensor's elements, or of an int/float/Scalar argument (every element of a list).
 // NaN is governed by allow_nan alone (a range or `positive` does not exclude it), so that an op
@@ -121,17 +123,4 @@ void validate_constraints(const FunctionSchema& schema, const InputConstraints& 
 std::vector<std::string> constraint_violations(const FunctionSchema& schema, const InputConstraints& constraints,
                                                const Stack& args);
 
-// ---- the table of declared constraints (by operator name, "ns::op" or "ns::op.overload") ----
-
-// "ns::op" of "ns::op.overload" (nullopt without an overload): where the per-op declarations
-// (constraints, sample builders) of an overload fall back to.
-std::optional<std::string_view> op_without_overload(std::string_view op_name);
-
-// Declares (or replaces) the constraints of an operator.
-void declare_constraints(std::string op_name, InputConstraints constraints);
-// The declared constraints: for "ns::op.overload" the overload's own, else those of "ns::op".
-std::optional<InputConstraints> declared_constraints(std::string_view op_name);
-// Removes a declaration (tests); true when there was one.
-bool undeclare_constraints(std::string_view op_name);
-
-}  // namespace opconform::conformance
+}  // namespace opconform

@@ -1,9 +1,9 @@
-#include "opconform/reference/case_spec.h"
+#include "opconform/conformance/case_spec.h"
 
-namespace opconform::reference {
+namespace opconform::conformance {
 
-conformance::GenerateSpec case_spec(const std::string& op, DType dtype, int samples) {
-  conformance::GenerateSpec spec;
+GenerateSpec case_spec(const std::string& op, DType dtype, int samples) {
+  GenerateSpec spec;
   spec.count = samples;
   spec.dtypes = {dtype};
   // FNV-1a of "op/dtype": the same seed with every standard library (std::hash is not).
@@ -18,4 +18,4 @@ conformance::GenerateSpec case_spec(const std::string& op, DType dtype, int samp
   return spec;
 }
 
-}  // namespace opconform::reference
+}  // namespace opconform::conformance
