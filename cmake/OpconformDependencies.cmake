@@ -8,6 +8,8 @@ if(OPCONFORM_BUILD_TESTS)
   find_package(GTest REQUIRED)
   # Debian's librapidcheck.a is not position-independent: link it into executables only.
   find_package(rapidcheck CONFIG REQUIRED)
+  # The reference's OpInfo replay reads its gzip corpus (reference/tests/data).
+  find_package(ZLIB REQUIRED)
 endif()
 if(OPCONFORM_BUILD_BENCH)
   find_package(benchmark CONFIG REQUIRED)

@@ -11,6 +11,7 @@ packages=(
   libseccomp-dev  # the workers' system-call filter (harness/src/worker_sandbox.cpp)
   clang-14 libclang-rt-14-dev
   lld  # the linker of every preset (CMakeLists.txt: OPCONFORM_LLD)
+  zlib1g-dev  # the reference's OpInfo replay reads a gzip corpus
   chromium  # headless, for the HTML report test (reports/tests/html_chromium_test.cpp)
 )
 # libtorch is optional (the ATen adapter and the libtorch benchmark baseline);

@@ -83,10 +83,14 @@ struct ConvPlan {
   Ints out_sizes() const { return concat({batch, out_channels}, out_spatial); }
 };
 
+// convolution takes int64 too, as PyTorch's CPU kernels (the slow, im2col paths) do; exact in
+// double for the values samples hold, rounded once.
+const std::vector<DType> kConvolutionDtypes = concat_dtypes(kFloating, {DType::Int64});
+
 ConvPlan plan_convolution(std::string_view op, const Tensor& input, const Tensor& weight, const MaybeTensor& bias,
                           const Ints& stride, const Ints& padding, const Ints& dilation, bool transposed,
                           const Ints& output_padding, int64_t groups) {
-  require_dtype(op, input, kFloating, "input");
+  require_dtype(op, input, kConvolutionDtypes, "input");
   OPCONFORM_CHECK(weight.dtype() == input.dtype(), ErrorCode::kInvalidArgument, op, ": argument 'weight' has dtype ",
                   name(weight.dtype()), " but 'input' has dtype ", name(input.dtype()), "; they must be the same");
   OPCONFORM_CHECK(!bias || bias->dtype() == input.dtype(), ErrorCode::kInvalidArgument, op, ": argument 'bias' has dtype ",
@@ -347,9 +351,13 @@ Ints pair_of(std::string_view op, std::string_view arg, const Ints& v) {
   return v.size() == 1 ? Ints{v[0], v[0]} : v;
 }
 
+// avg_pool2d takes int64 too, as PyTorch's CPU kernel does: the window's sum divided by the divisor,
+// truncated toward zero (int64 division; the double quotient truncated is the same number).
+const std::vector<DType> kAvgPoolDtypes = concat_dtypes(kFloating, {DType::Int64});
+
 PoolPlan plan_pool(std::string_view op, const Tensor& input, const Ints& kernel_size, const Ints& stride,
-                   const Ints& padding, const Ints& dilation, bool ceil_mode) {
-  require_dtype(op, input, kFloating, "self");
+                   const Ints& padding, const Ints& dilation, bool ceil_mode, const std::vector<DType>& dtypes = kFloating) {
+  require_dtype(op, input, dtypes, "self");
   const Ints sizes = sizes_of(input);
   bool non_empty = input.dim() == 3 || input.dim() == 4;
   for (int64_t d = input.dim() == 4 ? 1 : 0; non_empty && d < input.dim(); ++d) non_empty = sizes[d] > 0;
@@ -750,7 +758,7 @@ void register_convolution_pooling(Library& lib) {
                     save_arguments(ctx, inputs);
                   })
         .samples(draw_convolution_args)
-        .dtypes(kFloating);
+        .dtypes(kConvolutionDtypes);
   }
   {
     OpBuilder b(lib,
@@ -806,7 +814,7 @@ void register_convolution_pooling(Library& lib) {
                        std::optional<int64_t> divisor_override) {
       OPCONFORM_CHECK(!divisor_override || *divisor_override != 0, ErrorCode::kInvalidArgument, name,
                       ": argument 'divisor_override' must not be zero");
-      return plan_pool(name, self, kernel_size, stride, padding, {1}, ceil_mode);
+      return plan_pool(name, self, kernel_size, stride, padding, {1}, ceil_mode, kAvgPoolDtypes);
     };
     b.cpu([plan](const Tensor& self, const Ints& kernel_size, const Ints& stride, const Ints& padding, bool ceil_mode,
                  bool count_include_pad, std::optional<int64_t> divisor_override) {
@@ -833,7 +841,7 @@ void register_convolution_pooling(Library& lib) {
               save_arguments(ctx, inputs);
             })
         .samples(draw_avg_pool_args)
-        .dtypes(kFloating);
+        .dtypes(kAvgPoolDtypes);
   }
   register_avg_pool2d_backward(lib, fam);
   register_max_pool2d_backward(lib, fam);
