@@ -617,15 +617,35 @@ class VmapConsistency final : public Check {
 // output's dtype when it is float16, bfloat16 or float32, else each of them in turn. The result
 // must equal the op called outside autocast on inputs cast to that dtype by hand. Float64 inputs
 // must not be cast at all (PyTorch's rule): under autocast they give the result they give without.
-Stack cast_floating(const Stack& args, std::optional<DType> to, bool cast_float64) {
+enum class Which { all, all_but_float64, only_float64 };
+
+Stack cast_floating(const Stack& args, std::optional<DType> to, Which which) {
   Stack out = clone_args(args);
+  auto cast_one = [&](const Tensor& t) {
+    if (!t.defined() || !is_floating(t.dtype()) || !to) return t;
+    const bool f64 = t.dtype() == DType::Float64;
+    if ((f64 && which == Which::all_but_float64) || (!f64 && which == Which::only_float64)) return t;
+    return plain(t).to(*to).clone();
+  };
   for (auto& v : out) {
-    if (!v.is_tensor() || !v.to_tensor().defined() || !is_floating(v.to_tensor().dtype())) continue;
-    const Tensor t = plain(v.to_tensor());
-    if (t.dtype() == DType::Float64 && !cast_float64) continue;
-    if (to) v = IValue(t.to(*to).clone());
+    if (v.is_tensor()) {
+      v = IValue(cast_one(v.to_tensor()));
+    } else if (v.is_tensor_list()) {  // cat's tensors, as autocast casts them
+      std::vector<Tensor> list;
+      for (const auto& t : v.to_tensor_list()) list.push_back(cast_one(t));
+      v = IValue(std::move(list));
+    }
   }
   return out;
+}
+
+// The floating CPU tensors of an argument (one tensor, or the elements of a Tensor[]).
+bool has_floating_cpu_tensor(const IValue& v) {
+  auto floating_cpu = [](const Tensor& t) {
+    return t.defined() && is_floating(t.dtype()) && t.device().type == DeviceType::CPU;
+  };
+  if (v.is_tensor()) return floating_cpu(v.to_tensor());
+  return v.is_tensor_list() && std::ranges::any_of(v.to_tensor_list(), floating_cpu);
 }
 
 class AutocastConsistency final : public Check {
@@ -637,12 +657,7 @@ class AutocastConsistency final : public Check {
     }
     const auto& args = ctx.sample.args;
     const std::string sample = describe(args, arg_names(ctx.op));
-    bool any = false;
-    for (const auto& v : args) {
-      any = any || (v.is_tensor() && v.to_tensor().defined() && is_floating(v.to_tensor().dtype()) &&
-                    v.to_tensor().device().type == DeviceType::CPU);
-    }
-    if (!any) return make_result(name(), Outcome::skipped, "no floating CPU tensor argument");
+    if (!std::ranges::any_of(args, has_floating_cpu_tensor)) return make_result(name(), Outcome::skipped, "no floating CPU tensor argument");
 
     auto under_autocast = [&](const Stack& a) {
       AutocastGuard guard(DeviceType::CPU, DType::Float16);
@@ -651,7 +666,7 @@ class AutocastConsistency final : public Check {
     auto fail = [&](std::string msg) { return make_result(name(), Outcome::failed, std::move(msg), ctx.op.name(), sample); };
 
     // Float64 inputs pass through untouched.
-    Stack as64 = cast_floating(args, DType::Float64, true);
+    Stack as64 = cast_floating(args, DType::Float64, Which::all);
     Run plain64 = run_op(ctx.op, as64), auto64 = under_autocast(as64);
     if (!plain64.error) {
       if (auto64.error) return fail(concat("autocast_consistency of '", ctx.op.name(), "': float64 inputs work without autocast ",
@@ -665,13 +680,8 @@ class AutocastConsistency final : public Check {
     }
 
     // Lower-precision inputs: float64 ones become float32 so that the rule has something to cast.
-    Stack low = cast_floating(args, DType::Float32, true);
-    for (size_t i = 0; i < args.size(); ++i) {  // keep float16/bfloat16/float32 as the sample has them
-      if (args[i].is_tensor() && args[i].to_tensor().defined() && is_floating(args[i].to_tensor().dtype()) &&
-          args[i].to_tensor().dtype() != DType::Float64) {
-        low[i] = IValue(plain(args[i].to_tensor()).clone());
-      }
-    }
+    // (float16/bfloat16/float32 tensors stay as the sample has them.)
+    Stack low = cast_floating(args, DType::Float32, Which::only_float64);
     Run got = under_autocast(low);
     if (got.error) return fail(concat("autocast_consistency of '", ctx.op.name(), "': the op threw under autocast: ", got.error->what()));
     std::vector<DType> candidates;
@@ -687,7 +697,7 @@ class AutocastConsistency final : public Check {
     }
     std::string first_mismatch;
     for (DType d : candidates) {
-      Run by_hand = run_op(ctx.op, cast_floating(low, d, false));
+      Run by_hand = run_op(ctx.op, cast_floating(low, d, Which::all_but_float64));
       if (by_hand.error) continue;
       Verdict v = compare_observables(ctx.op, got.seen, by_hand.seen, ctx.tolerance, Exactness::tolerance);
       if (v.equal) return make_result(name(), Outcome::passed, concat("autocast casts to ", ::opconform::name(d)));

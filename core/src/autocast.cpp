@@ -118,4 +118,58 @@ KernelFunction make_autocast_kernel(DeviceType device_type, DType cast_dtype) {
   });
 }
 
+namespace {
+
+// The widest floating type among the eligible tensors of `v` and `to` (PyTorch's promote_type).
+DType widest(const IValue& v, DeviceType device_type, DType to) {
+  auto one = [&](const Tensor& t) {
+    if (eligible(t, device_type)) to = promote_types(to, t.dtype());
+  };
+  if (v.is_tensor()) one(v.to_tensor());
+  else if (auto* list = v.get_if<std::vector<Tensor>>()) for (const auto& t : *list) one(t);
+  else if (auto* opt = v.get_if<std::vector<std::optional<Tensor>>>()) for (const auto& t : *opt) if (t) one(*t);
+  return to;
+}
+
+bool first_tensor_eligible(const Stack& stack, size_t begin, DeviceType device_type) {
+  for (size_t i = begin; i < stack.size(); ++i)
+    if (stack[i].is_tensor()) return eligible(stack[i].to_tensor(), device_type);
+  return false;
+}
+
+}  // namespace
+
+KernelFunction make_autocast_kernel(DeviceType device_type, CastPolicy policy) {
+  autocast_key(device_type);  // validates the device type at registration time
+  return KernelFunction::from_boxed([device_type, policy](const OperatorHandle& op, DispatchKeySet keys, Stack& stack) {
+    const auto& arguments = op.schema().arguments;
+    const size_t begin = stack.size() - arguments.size();
+    switch (policy) {
+      case CastPolicy::LowerPrecisionFp:
+      case CastPolicy::Fp32: {
+        const DType to = policy == CastPolicy::Fp32 ? DType::Float32 : autocast_dtype(device_type);
+        for (size_t i = begin; i < stack.size(); ++i) cast_argument(stack[i], device_type, to);
+        break;
+      }
+      case CastPolicy::Promote: {
+        DType to = autocast_dtype(device_type);
+        for (size_t i = begin; i < stack.size(); ++i) to = widest(stack[i], device_type, to);
+        for (size_t i = begin; i < stack.size(); ++i) cast_argument(stack[i], device_type, to);
+        break;
+      }
+      case CastPolicy::Fp32SetOptDtype: {
+        if (!first_tensor_eligible(stack, begin, device_type)) break;
+        for (size_t i = 0; i < arguments.size(); ++i) {
+          const Type& t = arguments[i].type;
+          if (t.is_optional() && t.elem().kind() == TypeKind::kScalarType && stack[begin + i].is_none())
+            stack[begin + i] = IValue(DType::Float32);
+        }
+        break;
+      }
+    }
+    ExcludeDispatchKeyGuard no_autocast(kAutocastKeys);
+    op.redispatch_boxed(keys - kAutocastKeys, stack);
+  });
+}
+
 }  // namespace opconform

@@ -23,8 +23,6 @@ CustomOpTable& custom_op_table() {
   return table;
 }
 
-bool is_tensor_arg(const Argument& a) { return a.type.is_tensor_like(); }
-
 // The standard inplace and out= shapes (the seed document's contract), for given schemas.
 void validate_tag_shapes(const std::string& op, const FunctionSchema& s, const std::vector<Tag>& tags) {
   bool inplace = std::find(tags.begin(), tags.end(), Tag::inplace) != tags.end();

@@ -148,5 +148,76 @@ TEST_F(AutocastTest, OnlyCpuAndCudaAreSupported) {
   EXPECT_FALSE(autocast_enabled(DeviceType::Meta));
 }
 
+// PyTorch's four cast policies (CastPolicy), each on an op that reports what it was given.
+class CastPolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    lib.define("pair(Tensor a, Tensor b) -> Tensor");
+    lib.define("reduce(Tensor self, *, ScalarType? dtype=None) -> Tensor");
+    lib.impl("pair", [this](const Tensor& a, const Tensor& b) {
+      seen = {a.dtype(), b.dtype()};
+      return a;
+    }, DispatchKey::CPU);
+    lib.impl("reduce", [this](const Tensor& self, std::optional<DType> dtype) {
+      seen = {self.dtype()};
+      given = dtype;
+      return self;
+    }, DispatchKey::CPU);
+  }
+  void rule(const char* op, CastPolicy policy) { lib.impl(op, make_autocast_kernel(DeviceType::CPU, policy), DispatchKey::AutocastCPU); }
+  void pair(const Tensor& a, const Tensor& b) {
+    registry.get("t::pair").typed<Tensor(const Tensor&, const Tensor&)>().call(a, b);
+  }
+  void reduce(const Tensor& x, std::optional<DType> dtype = std::nullopt) {
+    registry.get("t::reduce").typed<Tensor(const Tensor&, std::optional<DType>)>().call(x, dtype);
+  }
+
+  Registry registry;
+  Library lib{"t", LibraryKind::DEF, std::nullopt, registry};
+  std::vector<DType> seen;
+  std::optional<DType> given;
+};
+
+TEST_F(CastPolicyTest, LowerPrecisionFpCastsToTheGuardsDtype) {
+  rule("pair", CastPolicy::LowerPrecisionFp);
+  AutocastGuard guard(DeviceType::CPU, DType::BFloat16);
+  pair(ones({2}), ones({2}, DType::Float64));
+  EXPECT_EQ(seen, (std::vector<DType>{DType::BFloat16, DType::Float64}));
+}
+
+TEST_F(CastPolicyTest, Fp32CastsToFloat32) {
+  rule("pair", CastPolicy::Fp32);
+  AutocastGuard guard(DeviceType::CPU, DType::BFloat16);
+  pair(ones({2}, DType::Float16), ones({2}, DType::Int64));
+  EXPECT_EQ(seen, (std::vector<DType>{DType::Float32, DType::Int64}));
+}
+
+TEST_F(CastPolicyTest, PromoteCastsToTheWidestEligibleType) {
+  rule("pair", CastPolicy::Promote);
+  AutocastGuard guard(DeviceType::CPU, DType::BFloat16);
+  pair(ones({2}, DType::BFloat16), ones({2}));
+  EXPECT_EQ(seen, (std::vector<DType>{DType::Float32, DType::Float32}));
+  pair(ones({2}, DType::BFloat16), ones({2}, DType::BFloat16));
+  EXPECT_EQ(seen, (std::vector<DType>{DType::BFloat16, DType::BFloat16}));
+  pair(ones({2}, DType::Float16), ones({2}, DType::BFloat16));  // both lower: promote_types gives float32
+  EXPECT_EQ(seen, (std::vector<DType>{DType::Float32, DType::Float32}));
+  pair(ones({2}, DType::Float16), ones({2}, DType::Float64));  // float64 is not eligible
+  EXPECT_EQ(seen, (std::vector<DType>{DType::Float32, DType::Float64}));
+}
+
+TEST_F(CastPolicyTest, Fp32SetOptDtypeFillsAMissingDtypeForEligibleInputsOnly) {
+  rule("reduce", CastPolicy::Fp32SetOptDtype);
+  AutocastGuard guard(DeviceType::CPU, DType::BFloat16);
+  reduce(ones({2}, DType::Float16));
+  EXPECT_EQ(seen, std::vector<DType>{DType::Float16});  // nothing is cast
+  EXPECT_EQ(given, DType::Float32);
+  reduce(ones({2}, DType::Float16), DType::Float64);  // a dtype given stays
+  EXPECT_EQ(given, DType::Float64);
+  reduce(ones({2}, DType::Int64));  // not eligible: untouched
+  EXPECT_EQ(given, std::nullopt);
+  reduce(ones({2}, DType::Float64));
+  EXPECT_EQ(given, std::nullopt);
+}
+
 }  // namespace
 }  // namespace opconform

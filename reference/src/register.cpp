@@ -19,6 +19,7 @@ ReferenceRegistration register_reference_ops(Registry& registry, bool install_fa
   register_shape(lib);
   register_creation(lib);
   register_sorting(lib);
+  register_autocast_rules(lib);  // last: the rules name ops of every family
   if (install_fallbacks) out.fallbacks = install_builtin_fallbacks(registry);
   return out;
 }

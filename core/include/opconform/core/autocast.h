@@ -52,4 +52,17 @@ DispatchKey autocast_key(DeviceType device_type);
 // operator nor anything its kernels call is autocast again.
 KernelFunction make_autocast_kernel(DeviceType device_type, DType cast_dtype);
 
+// The cast policies of PyTorch's own autocast lists (aten/src/ATen/autocast_mode.h), for
+// operators that follow them (the reference registers its Core ATen ops' rules with these):
+//   LowerPrecisionFp: eligible inputs to the autocast dtype of the guard (mm, conv, ...);
+//   Fp32:             eligible inputs to float32 (exp, log, pow, layer norm, padding, ...);
+//   Fp32SetOptDtype:  when the first argument is an eligible tensor, each `ScalarType?` argument
+//                     left None becomes float32 and nothing is cast (sum, prod, cumsum, softmax);
+//   Promote:          eligible inputs to the widest floating type among them and the autocast
+//                     dtype (cat, atan2, index_put, scatter_add).
+// Eligible: a float16, bfloat16 or float32 tensor on the device (float64 never), in Tensor[] and
+// Tensor?[] arguments too. The op then runs once with both autocast keys excluded.
+enum class CastPolicy { LowerPrecisionFp, Fp32, Fp32SetOptDtype, Promote };
+KernelFunction make_autocast_kernel(DeviceType device_type, CastPolicy policy);
+
 }  // namespace opconform

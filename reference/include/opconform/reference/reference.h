@@ -31,6 +31,8 @@ void register_indexing(Library& lib);            // gather, scatter, index, embe
 void register_shape(Library& lib);               // views, cat, flip, repeat, pad, copies
 void register_creation(Library& lib);            // full, arange, empty, random
 void register_sorting(Library& lib);             // sort, topk, nonzero
+// PyTorch's autocast lists (CPU and CUDA) on the ops above that they name (autocast_rules.cpp).
+void register_autocast_rules(Library& lib);
 
 // The Library ("aten", DEF) with every family, plus the builtin fallbacks (autograd, fake, vmap,
 // dispatch modes) the registry needs. Dropping it undoes every registration.
