@@ -59,6 +59,20 @@ TEST_F(PropertiesTest, StrideInvariancePassesForAKernelThatReadsThroughStrides) 
   EXPECT_EQ(r.check, "stride_invariance");
 }
 
+// Note [Layout queries]: an op whose result is its input's layout (the first stride here) is
+// flagged as a stride bug until its data says it is a layout query; then the check skips it.
+TEST_F(PropertiesTest, StrideInvarianceLeavesLayoutQueriesAlone) {
+  auto op = custom_op("t::first_stride", [](const Tensor& x) { return opconform::full({1}, static_cast<double>(x.stride(0)), TensorOptions(DType::Float32)); },
+                      opts(), {"x"});
+  EXPECT_EQ(run(detail::make_stride_invariance(), op, {IValue(values({3, 4}))}).outcome, Outcome::failed);
+  OpData data;
+  data.layout_query = true;
+  registry.set_op_data("t::first_stride", data);
+  CheckResult r = run(detail::make_stride_invariance(), op, {IValue(values({3, 4}))});
+  EXPECT_EQ(r.outcome, Outcome::skipped);
+  EXPECT_THAT(r.message, HasSubstr("returns its input's layout"));
+}
+
 TEST_F(PropertiesTest, StrideInvarianceFlagsAKernelThatAssumesContiguousData) {
   auto op = custom_op("t::twice_flat", [](const Tensor& x) {
     Tensor out = opconform::empty_like(x);

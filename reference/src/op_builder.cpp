@@ -64,6 +64,11 @@ OpBuilder& OpBuilder::rounding(RoundingContract contract) {
   return commit();
 }
 
+OpBuilder& OpBuilder::layout_query() {
+  data_.layout_query = true;
+  return commit();
+}
+
 OpBuilder& OpBuilder::commit() {
   lib_->registry().set_op_data(name_, data_);
   return *this;

@@ -1396,6 +1396,18 @@ void register_sym_queries(Library& lib, const std::string& fam) {
     auto f = [name = b.name(), dim_of](const Tensor& self, int64_t dim) { return self.sym_sizes()[dim_of(name, self, dim)]; };
     b.cpu(f).fake(f).dtypes(kAll).samples(tensor_and_dim);
   }
+  // The layout queries: their result is the input's layout (Note [Layout queries] in op_data.h).
+  {
+    OpBuilder b(lib, "aten::sym_stride.int(Tensor self, int dim) -> SymInt", fam, "the stride of dim `dim`, as a SymInt");
+    auto f = [name = b.name(), dim_of](const Tensor& self, int64_t dim) { return self.sym_strides()[dim_of(name, self, dim)]; };
+    b.cpu(f).fake(f).dtypes(kAll).samples(tensor_and_dim).layout_query();
+  }
+  {
+    OpBuilder b(lib, "aten::sym_storage_offset(Tensor self) -> SymInt", fam,
+                "the storage offset (in elements), as a SymInt");
+    auto f = [](const Tensor& self) { return SymInt(self.storage_offset()); };
+    b.cpu(f).fake(f).dtypes(kAll).samples(any_tensor).layout_query();
+  }
 }
 
 void register_shape(Library& lib) {

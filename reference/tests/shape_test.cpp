@@ -366,5 +366,18 @@ TEST(Shape, SymNumelAndSymSizeGiveTheSizes) {
   EXPECT_NE(error_of("aten::sym_size.int", {x, IValue(int64_t{3})}).find("aten::sym_size.int"), std::string::npos);
 }
 
+TEST(Shape, SymStrideAndSymStorageOffsetGiveTheLayout) {
+  const Tensor x = iota({2, 3, 4}).permute({2, 0, 1});  // strides [1, 12, 4]
+  EXPECT_EQ(call_all("aten::sym_stride.int", {x, IValue(int64_t{0})}).at(0).to<int64_t>(), 1);
+  EXPECT_EQ(call_all("aten::sym_stride.int", {x, IValue(int64_t{-2})}).at(0).to<int64_t>(), 12);
+  EXPECT_EQ(call_all("aten::sym_storage_offset", {x}).at(0).to<int64_t>(), 0);
+  EXPECT_EQ(call_all("aten::sym_storage_offset", {iota({10}).slice(0, 3, 9, 2)}).at(0).to<int64_t>(), 3);
+  EXPECT_NE(error_of("aten::sym_stride.int", {doubles({1}, {}), IValue(int64_t{0})}).find("no dimensions"), std::string::npos);
+  // Their results are the layout (Note [Layout queries]); the other queries' are not.
+  EXPECT_TRUE(testing::registry().get("aten::sym_stride.int").data()->layout_query);
+  EXPECT_TRUE(testing::registry().get("aten::sym_storage_offset").data()->layout_query);
+  EXPECT_FALSE(testing::registry().get("aten::sym_size.int").data()->layout_query);
+}
+
 }  // namespace
 }  // namespace opconform::reference

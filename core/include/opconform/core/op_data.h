@@ -60,6 +60,11 @@ struct OpData {
   std::optional<RoundingContract> rounding;
   // The op's autograd formula is itself differentiable (gradgradcheck expects a second derivative).
   bool double_backward = false;
+  // Note [Layout queries]: the result is the input's layout itself (sym_stride.int,
+  // sym_storage_offset), so it rightly changes with the input's strides and offset: the checks
+  // that hold results invariant under a change of layout (stride_invariance, and the graph
+  // replay of test_aot_dispatch_dynamic on inputs of other strides) do not apply to it.
+  bool layout_query = false;
 
   // The override for `dtype`, or null.
   const ToleranceOverride* tolerance_for(DType dtype) const;

@@ -74,6 +74,8 @@ class OpBuilder {
   // The op's float16/bfloat16 results are its float64 result rounded once (Note [Low-precision
   // rounding]); the elementwise families declare it for all their ops.
   OpBuilder& rounding(RoundingContract contract = {});
+  // The op's result is its input's layout (Note [Layout queries] in core/op_data.h).
+  OpBuilder& layout_query();
 
  private:
   // Stores data_ as the op's data (validated against its schema).
