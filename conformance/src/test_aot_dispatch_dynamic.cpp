@@ -97,7 +97,7 @@ Stack other_data(const Stack& tensors, int salt) {
     for (int64_t d = 0; d < example.dim() && span > 0; ++d) span += (example.size(d) - 1) * example.stride(d);
     const int64_t offset = example.storage_offset();
     const std::vector<int64_t> span_size{span}, unit{1}, storage_size{offset + span};
-    Tensor storage = empty(storage_size, TensorOptions(example.dtype()));
+    Tensor storage = zeros(storage_size, TensorOptions(example.dtype()));  // memory before the offset is read as values too
     if (span > 0) {
       Tensor region = example.as_strided(span_size, unit, offset).clone();
       if (is_floating(example.dtype())) {
