@@ -510,6 +510,98 @@ void register_batch_norm(Library& lib) {
   }
 }
 
+// ---- batch norm (training, no running statistics) ----
+
+// Per-channel (dim 1) batch statistics: y = (x - mean_c) rstd_c w_c + b_c with the biased variance
+// over every other dim; returns (y, mean [C], rstd [C]).
+std::tuple<Tensor, Tensor, Tensor> batch_norm_train_cpu(std::string_view op, const Tensor& input, const MaybeTensor& weight,
+                                                        const MaybeTensor& bias, bool training, double eps) {
+  OPCONFORM_CHECK(training, ErrorCode::kInvalidArgument, op,
+                  ": argument 'training' must be true: without running statistics there is nothing to evaluate with");
+  const DType stat = parameter_dtype(op, input, {{&weight, "weight"}, {&bias, "bias"}});
+  OPCONFORM_CHECK(input.dim() >= 2, ErrorCode::kInvalidArgument, op,
+                  ": argument 'input' must have at least 2 dims (N, C, ...), got shape ", shape_string(input.sizes()));
+  check_param_shape(op, weight, {input.size(1)}, "weight");
+  check_param_shape(op, bias, {input.size(1)}, "bias");
+  const Ints sizes = sizes_of(input);
+  const int64_t channels = sizes[1], per_channel = input.numel() / std::max<int64_t>(channels, 1);
+  const std::vector<double> x = input.to_vector<double>();
+  std::vector<double> mean(static_cast<size_t>(channels), 0.0), var(static_cast<size_t>(channels), 0.0);
+  for (size_t k = 0; k < x.size(); ++k) mean[static_cast<size_t>(channel_of(static_cast<int64_t>(k), sizes))] += x[k];
+  for (double& m : mean) m /= static_cast<double>(per_channel);  // 0/0: NaN for an empty batch
+  for (size_t k = 0; k < x.size(); ++k) {
+    const double d = x[k] - mean[static_cast<size_t>(channel_of(static_cast<int64_t>(k), sizes))];
+    var[static_cast<size_t>(channel_of(static_cast<int64_t>(k), sizes))] += d * d;
+  }
+  std::vector<double> rstd(static_cast<size_t>(channels));
+  for (size_t c = 0; c < rstd.size(); ++c) rstd[c] = 1 / std::sqrt(var[c] / static_cast<double>(per_channel) + eps);
+  const std::vector<double> w = values_or(weight, channels, 1), b = values_or(bias, channels, 0);
+  std::vector<double> y(x.size());
+  for (size_t k = 0; k < x.size(); ++k) {
+    const auto c = static_cast<size_t>(channel_of(static_cast<int64_t>(k), sizes));
+    y[k] = (x[k] - mean[c]) * rstd[c] * w[c] + b[c];
+  }
+  return {make(y, sizes, input.dtype()), make(mean, {channels}, stat), make(rstd, {channels}, stat)};
+}
+
+// Its gradient: normalization over the non-channel dims, as layer norm's over its trailing ones
+// (the mean and rstd outputs' gradients included).
+Grads batch_norm_train_backward(const Ops& ops, autograd::AutogradContext& ctx, const Grads& g) {
+  const auto saved = ctx.saved_tensors();  // input, [weight], [bias], out, mean, rstd
+  const Tensor& x = saved[0];
+  const bool has_weight = ctx.get("has_weight").to_bool();
+  const Ints shape = channel_shape(x), dims = non_channel_dims(x.dim());
+  auto per_channel = [&](const Tensor& t) { return t.defined() ? ops.reshape(t, shape) : t; };
+  const Tensor mean = per_channel(saved[saved.size() - 2]), rstd = per_channel(saved.back());
+  const int64_t n = x.numel() / std::max<int64_t>(x.size(1), 1);
+  Tensor xhat = ops.mul(ops.sub(x, mean), rstd);
+  Tensor gxhat = has_weight ? ops.mul(g[0], per_channel(saved[1])) : g[0];
+  Grads out(6);
+  if (ctx.needs_input_grad(0)) out[0] = normalized_input_grad(ops, gxhat, xhat, rstd, per_channel(g[1]), per_channel(g[2]), dims, n);
+  if (ctx.needs_input_grad(1)) out[1] = ops.sum_dims(ops.mul(g[0], xhat), dims, false);
+  if (ctx.needs_input_grad(2)) out[2] = ops.sum_dims(g[0], dims, false);
+  return out;
+}
+
+void register_batch_norm_training(Library& lib) {
+  Registry& r = lib.registry();
+  OpBuilder b(lib,
+              "aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, "
+              "float momentum, float eps) -> (Tensor, Tensor, Tensor)",
+              kFamily, "training-mode batch norm with the batch's own per-channel statistics (dim 1); returns (out, "
+                       "mean, rstd); no running statistics to update, so momentum is unused");
+  const std::string name = b.name();
+  b.cpu([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, bool training, double, double eps) {
+     return batch_norm_train_cpu(name, input, weight, bias, training, eps);
+   })
+      .fake([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, bool training, double, double) {
+        OPCONFORM_CHECK(training, ErrorCode::kInvalidArgument, name, ": argument 'training' must be true without running statistics");
+        OPCONFORM_CHECK(input.dim() >= 2, ErrorCode::kInvalidArgument, name,
+                        ": argument 'input' must have at least 2 dims (N, C, ...), got rank ", input.dim());
+        const DType stat = parameter_dtype(name, input, {{&weight, "weight"}, {&bias, "bias"}});
+        if (symbolic(input)) {
+          const std::vector<SymInt> channels{input.sym_sizes()[1]};
+          return std::make_tuple(symbolic_like(input, input.dtype()), make_fake_tensor(channels, stat, input.device()),
+                                 make_fake_tensor(channels, stat, input.device()));
+        }
+        const TensorOptions stats(stat, input.device());
+        return std::make_tuple(empty_like(input), empty({input.size(1)}, stats), empty({input.size(1)}, stats));
+      })
+      .autograd(with_ops(r, batch_norm_train_backward),
+                [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
+                  save_norm_context(ctx, inputs, outputs, {{1, "has_weight"}, {2, "has_bias"}});
+                })
+      .samples([](SampleDraw& draw) {
+        const DType d = draw.dtype();
+        const Ints shape = draw.shape(2, 4);
+        const Ints channels{shape[1]};
+        Tensor input = draw.tensor(shape, d);
+        IValue weight = maybe_param(draw, channels, d), bias = maybe_param(draw, channels, d);
+        return Stack{IValue(input), weight, bias, IValue(true), IValue(draw.real(0, 1)), draw_eps(draw)};
+      })
+      .dtypes(kFloating);
+}
+
 // native_dropout.
 void register_dropout(Library& lib) {
   Registry& r = lib.registry();
@@ -572,6 +664,7 @@ void register_normalization(Library& lib) {
   register_layer_norm(lib);
   register_group_norm(lib);
   register_batch_norm(lib);
+  register_batch_norm_training(lib);
   register_dropout(lib);
 }
 

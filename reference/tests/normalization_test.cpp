@@ -179,5 +179,28 @@ TEST(Normalization, FormulasPassGradcheckAndGradgradcheck) {
   expect_gradients_pass("aten::native_dropout", {leaf(x), IValue(0.3), IValue(true)});
 }
 
+// Training-mode batch norm normalizes each channel (dim 1) with the batch's own statistics: hand
+// values, the same output as inference with those statistics as running ones, its formula
+// (through the mean and rstd outputs too), and no evaluation without running statistics.
+TEST(Normalization, BatchNormWithoutRunningStatisticsUsesTheBatchs) {
+  const double eps = 1e-5, s = 1 / std::sqrt(1 + eps);
+  const Tensor x = doubles({1, 2, 3, 4}, {2, 2});  // channel 0: {1, 3}, channel 1: {2, 4}; variance 1 each
+  const Stack out = call_all("aten::_native_batch_norm_legit.no_stats", {x, IValue(), IValue(), IValue(true), IValue(0.1), IValue(eps)});
+  expect_values(out[0].to_tensor(), {-s, -s, s, s});
+  expect_values(out[1].to_tensor(), {2, 3});
+  expect_values(out[2].to_tensor(), {s, s});
+  const Tensor w = doubles({2, -1}, {2}), b = doubles({0.5, 0}, {2});
+  const Stack trained = call_all("aten::_native_batch_norm_legit.no_stats", {x, w, b, IValue(true), IValue(0.1), IValue(eps)});
+  const Stack inferred = call_all("aten::_native_batch_norm_legit_no_training",
+                                  {x, w, b, doubles({2, 3}, {2}), doubles({1, 1}, {2}), IValue(0.1), IValue(eps)});
+  expect_values(trained[0].to_tensor(), values(inferred[0].to_tensor()));
+  EXPECT_THROW(call_all("aten::_native_batch_norm_legit.no_stats", {x, IValue(), IValue(), IValue(false), IValue(0.1), IValue(eps)}),
+               Error);
+  const Tensor y = doubles({0.3, -1.2, 2.5, 0.7, -0.4, 1.9, 3.1, -2.2, 0.05, 1.4, -0.9, 0.6}, {2, 3, 2});
+  expect_gradients_pass("aten::_native_batch_norm_legit.no_stats",
+                        {leaf(y), leaf(doubles({1.5, -0.5, 2}, {3})), leaf(doubles({0.1, 0.2, 0.3}, {3})), IValue(true),
+                         IValue(0.1), IValue(1e-3)});
+}
+
 }  // namespace
 }  // namespace opconform::reference
