@@ -276,7 +276,7 @@ Grads batch_norm_backward(const Ops& ops, autograd::AutogradContext& ctx, const 
   const Tensor& x = saved[0];
   const bool has_weight = ctx.get("has_weight").to_bool(), has_bias = ctx.get("has_bias").to_bool();
   const size_t stats = 1 + has_weight + has_bias;
-  const double eps = saved_argument(ctx, 6).to_double();
+  const double eps = ctx.get("eps").to_double();  // set by each batch norm's setup_context
   const Ints shape = channel_shape(x), dims = non_channel_dims(x.dim());
   auto per_channel = [&](const Tensor& t) { return ops.reshape(t, shape); };
   const Tensor mean = per_channel(saved[stats]);
@@ -284,7 +284,7 @@ Grads batch_norm_backward(const Ops& ops, autograd::AutogradContext& ctx, const 
   Tensor xhat = ops.mul(ops.sub(x, mean), inv_std);
   Tensor gxhat = has_weight ? ops.mul(g[0], per_channel(saved[1])) : g[0];
   Tensor gx = ops.mul(gxhat, inv_std);
-  Grads out(7);
+  Grads out(static_cast<size_t>(ctx.get("arguments").to_int()));
   if (ctx.needs_input_grad(0)) out[0] = gx;
   if (ctx.needs_input_grad(1)) out[1] = ops.sum_dims(ops.mul(g[0], xhat), dims, false);
   if (ctx.needs_input_grad(2)) out[2] = ops.sum_dims(g[0], dims, false);
@@ -494,6 +494,8 @@ void register_batch_norm(Library& lib) {
         .autograd(with_ops(r, batch_norm_backward),
                   [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
                     save_norm_context(ctx, inputs, {}, {{1, "has_weight"}, {2, "has_bias"}});
+                    ctx.set("eps", inputs[6]);
+                    ctx.set("arguments", IValue(int64_t{7}));
                   })
         .samples([](SampleDraw& draw) {
           const DType d = draw.dtype();
@@ -513,9 +515,14 @@ void register_batch_norm(Library& lib) {
 // ---- batch norm (training, no running statistics) ----
 
 // Per-channel (dim 1) batch statistics: y = (x - mean_c) rstd_c w_c + b_c with the biased variance
-// over every other dim; returns (y, mean [C], rstd [C]).
-std::tuple<Tensor, Tensor, Tensor> batch_norm_train_cpu(std::string_view op, const Tensor& input, const MaybeTensor& weight,
-                                                        const MaybeTensor& bias, bool training, double eps) {
+// over every other dim; (y, mean [C], rstd [C]) and, for the running statistics, the variance
+// with Bessel's correction (n - 1: NaN for one value per channel, as PyTorch's 0/0).
+struct BatchStatistics {
+  Tensor y, mean, rstd;
+  std::vector<double> mean_values, unbiased_var;
+};
+BatchStatistics batch_statistics(std::string_view op, const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias,
+                                 bool training, double eps) {
   OPCONFORM_CHECK(training, ErrorCode::kInvalidArgument, op,
                   ": argument 'training' must be true: without running statistics there is nothing to evaluate with");
   const DType stat = parameter_dtype(op, input, {{&weight, "weight"}, {&bias, "bias"}});
@@ -541,7 +548,15 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_train_cpu(std::string_view op, con
     const auto c = static_cast<size_t>(channel_of(static_cast<int64_t>(k), sizes));
     y[k] = (x[k] - mean[c]) * rstd[c] * w[c] + b[c];
   }
-  return {make(y, sizes, input.dtype()), make(mean, {channels}, stat), make(rstd, {channels}, stat)};
+  std::vector<double> unbiased(var.size());
+  for (size_t c = 0; c < var.size(); ++c) unbiased[c] = var[c] / static_cast<double>(per_channel - 1);
+  return {make(y, sizes, input.dtype()), make(mean, {channels}, stat), make(rstd, {channels}, stat), mean, unbiased};
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_train_cpu(std::string_view op, const Tensor& input, const MaybeTensor& weight,
+                                                        const MaybeTensor& bias, bool training, double eps) {
+  BatchStatistics s = batch_statistics(op, input, weight, bias, training, eps);
+  return {std::move(s.y), std::move(s.mean), std::move(s.rstd)};
 }
 
 // Its gradient: normalization over the non-channel dims, as layer norm's over its trailing ones
@@ -556,7 +571,7 @@ Grads batch_norm_train_backward(const Ops& ops, autograd::AutogradContext& ctx, 
   const int64_t n = x.numel() / std::max<int64_t>(x.size(1), 1);
   Tensor xhat = ops.mul(ops.sub(x, mean), rstd);
   Tensor gxhat = has_weight ? ops.mul(g[0], per_channel(saved[1])) : g[0];
-  Grads out(6);
+  Grads out(static_cast<size_t>(ctx.get("arguments").to_int()));
   if (ctx.needs_input_grad(0)) out[0] = normalized_input_grad(ops, gxhat, xhat, rstd, per_channel(g[1]), per_channel(g[2]), dims, n);
   if (ctx.needs_input_grad(1)) out[1] = ops.sum_dims(ops.mul(g[0], xhat), dims, false);
   if (ctx.needs_input_grad(2)) out[2] = ops.sum_dims(g[0], dims, false);
@@ -590,6 +605,7 @@ void register_batch_norm_training(Library& lib) {
       .autograd(with_ops(r, batch_norm_train_backward),
                 [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
                   save_norm_context(ctx, inputs, outputs, {{1, "has_weight"}, {2, "has_bias"}});
+                  ctx.set("arguments", IValue(int64_t{6}));
                 })
       .samples([](SampleDraw& draw) {
         const DType d = draw.dtype();
@@ -598,6 +614,79 @@ void register_batch_norm_training(Library& lib) {
         Tensor input = draw.tensor(shape, d);
         IValue weight = maybe_param(draw, channels, d), bias = maybe_param(draw, channels, d);
         return Stack{IValue(input), weight, bias, IValue(true), IValue(draw.real(0, 1)), draw_eps(draw)};
+      })
+      .dtypes(kFloating);
+}
+
+// _native_batch_norm_legit: training mode normalizes with the batch's statistics and updates the
+// running ones in place (r = (1 - momentum) r + momentum s, the variance unbiased); eval mode uses
+// the running ones, as _native_batch_norm_legit_no_training, and returns empty statistics.
+void register_batch_norm_legit(Library& lib) {
+  Registry& r = lib.registry();
+  OpBuilder b(lib,
+              "aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, "
+              "Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
+              kFamily, "batch norm per channel (dim 1): training uses the batch's statistics and updates running_mean "
+                       "and running_var in place; eval uses the running ones (empty 2nd and 3rd results)");
+  const std::string name = b.name();
+  const OperatorHandle inference = r.get("aten::_native_batch_norm_legit_no_training");
+  b.cpu([name, inference](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, const Tensor& running_mean,
+                          const Tensor& running_var, bool training, double momentum, double eps) {
+     plan_batch_norm(name, input, weight, bias, running_mean, running_var);
+     if (!training) {
+       return inference.typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const MaybeTensor&, const MaybeTensor&,
+                                                                 const Tensor&, const Tensor&, double, double)>()
+           .call(input, weight, bias, running_mean, running_var, momentum, eps);
+     }
+     BatchStatistics s = batch_statistics(name, input, weight, bias, true, eps);
+     std::vector<double> rm = running_mean.to_vector<double>(), rv = running_var.to_vector<double>();
+     for (size_t c = 0; c < rm.size(); ++c) {
+       rm[c] = (1 - momentum) * rm[c] + momentum * s.mean_values[c];
+       rv[c] = (1 - momentum) * rv[c] + momentum * s.unbiased_var[c];
+     }
+     running_mean.copy_(make(rm, {static_cast<int64_t>(rm.size())}, running_mean.dtype()));
+     running_var.copy_(make(rv, {static_cast<int64_t>(rv.size())}, running_var.dtype()));
+     return std::make_tuple(std::move(s.y), std::move(s.mean), std::move(s.rstd));
+   })
+      .fake([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, const Tensor& running_mean,
+                   const Tensor& running_var, bool training, double, double) {
+        const TensorOptions stats(plan_batch_norm(name, input, weight, bias, running_mean, running_var), input.device());
+        Tensor out = symbolic(input) ? symbolic_like(input, input.dtype()) : empty_like(input);
+        if (!training) return std::make_tuple(out, empty({0}, stats), empty({0}, stats));
+        if (symbolic(input)) {
+          const std::vector<SymInt> channels{input.sym_sizes()[1]};
+          return std::make_tuple(out, make_fake_tensor(channels, stats.dtype, input.device()),
+                                 make_fake_tensor(channels, stats.dtype, input.device()));
+        }
+        return std::make_tuple(out, empty({input.size(1)}, stats), empty({input.size(1)}, stats));
+      })
+      .autograd(with_ops(r,
+                         [](const Ops& ops, autograd::AutogradContext& ctx, const Grads& g) {
+                           return ctx.get("training").to_bool() ? batch_norm_train_backward(ops, ctx, g)
+                                                                : batch_norm_backward(ops, ctx, g);
+                         }),
+                [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
+                  const bool training = inputs[5].to_bool();
+                  // Training: the batch's statistics (the outputs) are saved; eval: the running ones.
+                  save_norm_context(ctx, inputs, training ? outputs : Stack{}, {{1, "has_weight"}, {2, "has_bias"}});
+                  ctx.set("training", IValue(training));
+                  ctx.set("eps", inputs[7]);
+                  ctx.set("arguments", IValue(int64_t{8}));
+                })
+      .samples([](SampleDraw& draw) {
+        const DType d = draw.dtype();
+        const Ints shape = draw.shape(2, 4);
+        const Ints channels{shape[1]};
+        ValueConstraint positive;
+        positive.min = 0.1;
+        Tensor input = draw.tensor(shape, d);
+        IValue weight = maybe_param(draw, channels, d), bias = maybe_param(draw, channels, d);
+        Tensor mean = draw.tensor(channels, d, {}, /*mutable_input=*/true), var = draw.tensor(channels, d, positive, true);
+        // Training only: eval mode leaves the running statistics unwritten, which test_schema takes for a
+        // schema that lies (a mutable argument must be written on every sample); normalization_test
+        // covers eval mode by hand.
+        return Stack{IValue(input), weight, bias, IValue(mean), IValue(var), IValue(true), IValue(draw.real(0, 1)),
+                     draw_eps(draw)};
       })
       .dtypes(kFloating);
 }
@@ -665,6 +754,7 @@ void register_normalization(Library& lib) {
   register_group_norm(lib);
   register_batch_norm(lib);
   register_batch_norm_training(lib);
+  register_batch_norm_legit(lib);
   register_dropout(lib);
 }
 

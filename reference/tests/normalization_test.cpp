@@ -202,5 +202,33 @@ TEST(Normalization, BatchNormWithoutRunningStatisticsUsesTheBatchs) {
                          IValue(0.1), IValue(1e-3)});
 }
 
+// _native_batch_norm_legit: training normalizes with the batch's statistics and moves the running
+// ones toward them (the variance with Bessel's correction); eval is inference with the running ones.
+TEST(Normalization, BatchNormLegitUpdatesTheRunningStatisticsInTraining) {
+  const double eps = 1e-5, s = 1 / std::sqrt(1 + eps);
+  const Tensor x = doubles({1, 2, 3, 4}, {2, 2});  // channel means {2, 3}, biased variance 1, unbiased 2
+  Tensor running_mean = doubles({0, 1}, {2}), running_var = doubles({1, 1}, {2});
+  const Stack trained = call_all("aten::_native_batch_norm_legit",
+                                 {x, IValue(), IValue(), running_mean, running_var, IValue(true), IValue(0.25), IValue(eps)});
+  expect_values(trained[0].to_tensor(), {-s, -s, s, s});
+  expect_values(trained[1].to_tensor(), {2, 3});
+  expect_values(running_mean, {0.5, 1.5});   // 0.75 r + 0.25 mean
+  expect_values(running_var, {1.25, 1.25});  // 0.75 r + 0.25 * 2
+  const Stack evaluated = call_all("aten::_native_batch_norm_legit",
+                                   {x, IValue(), IValue(), running_mean, running_var, IValue(false), IValue(0.25), IValue(eps)});
+  const Stack inferred = call_all("aten::_native_batch_norm_legit_no_training",
+                                  {x, IValue(), IValue(), running_mean, running_var, IValue(0.25), IValue(eps)});
+  expect_values(evaluated[0].to_tensor(), values(inferred[0].to_tensor()));
+  EXPECT_EQ(evaluated[1].to_tensor().numel(), 0);
+  expect_values(running_mean, {0.5, 1.5});  // eval leaves them
+  const Tensor y = doubles({0.3, -1.2, 2.5, 0.7, -0.4, 1.9, 3.1, -2.2, 0.05, 1.4, -0.9, 0.6}, {2, 3, 2});
+  for (bool training : {true, false}) {
+    expect_gradients_pass("aten::_native_batch_norm_legit",
+                          {leaf(y), leaf(doubles({1.5, -0.5, 2}, {3})), leaf(doubles({0.1, 0.2, 0.3}, {3})),
+                           doubles({0.3, -0.2, 0.1}, {3}), doubles({1.5, 0.7, 2}, {3}), IValue(training), IValue(0.1),
+                           IValue(1e-3)});
+  }
+}
+
 }  // namespace
 }  // namespace opconform::reference
