@@ -246,9 +246,9 @@ Grads group_norm_backward(const Ops& ops, autograd::AutogradContext& ctx, const 
 
 // ---- batch norm (inference) ----
 
+// The checks of every batch norm (running statistics where the op has them); the statistics' dtype.
 DType plan_batch_norm(std::string_view op, const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias,
-                      const Tensor& running_mean, const Tensor& running_var) {
-  const MaybeTensor rm(running_mean), rv(running_var);
+                      const MaybeTensor& rm = std::nullopt, const MaybeTensor& rv = std::nullopt) {
   const DType stat = parameter_dtype(
       op, input, {{&weight, "weight"}, {&bias, "bias"}, {&rm, "running_mean"}, {&rv, "running_var"}});
   OPCONFORM_CHECK(input.dim() >= 2, ErrorCode::kInvalidArgument, op,
@@ -460,6 +460,25 @@ void register_group_norm(Library& lib) {
 }
 
 // batch norm in inference (running statistics).
+// A batch norm sample's input and parameters: input of rank 2..4 (N, C, ...), optional per-channel
+// weight and bias; with `running`, running mean and (positive) variance, mutable where the op writes
+// them.
+Stack draw_batch_norm_inputs(SampleDraw& draw, bool running, bool running_written = false) {
+  const DType d = draw.dtype();
+  const Ints shape = draw.shape(2, 4);
+  const Ints channels{shape[1]};
+  ValueConstraint positive;
+  positive.min = 0.1;
+  Stack args{IValue(draw.tensor(shape, d))};
+  args.push_back(maybe_param(draw, channels, d));
+  args.push_back(maybe_param(draw, channels, d));
+  if (running) {
+    args.emplace_back(draw.tensor(channels, d, {}, running_written));
+    args.emplace_back(draw.tensor(channels, d, positive, running_written));
+  }
+  return args;
+}
+
 void register_batch_norm(Library& lib) {
   Registry& r = lib.registry();
   {
@@ -498,15 +517,10 @@ void register_batch_norm(Library& lib) {
                     ctx.set("arguments", IValue(int64_t{7}));
                   })
         .samples([](SampleDraw& draw) {
-          const DType d = draw.dtype();
-          const Ints shape = draw.shape(2, 4);
-          const Ints channels{shape[1]};
-          ValueConstraint positive;
-          positive.min = 0.1;
-          Tensor input = draw.tensor(shape, d);
-          IValue weight = maybe_param(draw, channels, d), bias = maybe_param(draw, channels, d);
-          Tensor mean = draw.tensor(channels, d), var = draw.tensor(channels, d, positive);
-          return Stack{IValue(input), weight, bias, IValue(mean), IValue(var), IValue(draw.real(0, 1)), draw_eps(draw)};
+          Stack args = draw_batch_norm_inputs(draw, /*running=*/true);
+          args.push_back(IValue(draw.real(0, 1)));
+          args.push_back(draw_eps(draw));
+          return args;
         })
         .dtypes(kFloating);
   }
@@ -522,41 +536,41 @@ struct BatchStatistics {
   std::vector<double> mean_values, unbiased_var;
 };
 BatchStatistics batch_statistics(std::string_view op, const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias,
-                                 bool training, double eps) {
-  OPCONFORM_CHECK(training, ErrorCode::kInvalidArgument, op,
-                  ": argument 'training' must be true: without running statistics there is nothing to evaluate with");
-  const DType stat = parameter_dtype(op, input, {{&weight, "weight"}, {&bias, "bias"}});
-  OPCONFORM_CHECK(input.dim() >= 2, ErrorCode::kInvalidArgument, op,
-                  ": argument 'input' must have at least 2 dims (N, C, ...), got shape ", shape_string(input.sizes()));
-  check_param_shape(op, weight, {input.size(1)}, "weight");
-  check_param_shape(op, bias, {input.size(1)}, "bias");
+                                 double eps) {
+  const DType stat = plan_batch_norm(op, input, weight, bias);
   const Ints sizes = sizes_of(input);
   const int64_t channels = sizes[1], per_channel = input.numel() / std::max<int64_t>(channels, 1);
   const std::vector<double> x = input.to_vector<double>();
+  std::vector<size_t> channel(x.size());
+  for (size_t k = 0; k < x.size(); ++k) channel[k] = static_cast<size_t>(channel_of(static_cast<int64_t>(k), sizes));
   std::vector<double> mean(static_cast<size_t>(channels), 0.0), var(static_cast<size_t>(channels), 0.0);
-  for (size_t k = 0; k < x.size(); ++k) mean[static_cast<size_t>(channel_of(static_cast<int64_t>(k), sizes))] += x[k];
+  for (size_t k = 0; k < x.size(); ++k) mean[channel[k]] += x[k];
   for (double& m : mean) m /= static_cast<double>(per_channel);  // 0/0: NaN for an empty batch
-  for (size_t k = 0; k < x.size(); ++k) {
-    const double d = x[k] - mean[static_cast<size_t>(channel_of(static_cast<int64_t>(k), sizes))];
-    var[static_cast<size_t>(channel_of(static_cast<int64_t>(k), sizes))] += d * d;
-  }
+  for (size_t k = 0; k < x.size(); ++k) var[channel[k]] += (x[k] - mean[channel[k]]) * (x[k] - mean[channel[k]]);
   std::vector<double> rstd(static_cast<size_t>(channels));
   for (size_t c = 0; c < rstd.size(); ++c) rstd[c] = 1 / std::sqrt(var[c] / static_cast<double>(per_channel) + eps);
   const std::vector<double> w = values_or(weight, channels, 1), b = values_or(bias, channels, 0);
   std::vector<double> y(x.size());
-  for (size_t k = 0; k < x.size(); ++k) {
-    const auto c = static_cast<size_t>(channel_of(static_cast<int64_t>(k), sizes));
-    y[k] = (x[k] - mean[c]) * rstd[c] * w[c] + b[c];
-  }
+  for (size_t k = 0; k < x.size(); ++k) y[k] = (x[k] - mean[channel[k]]) * rstd[channel[k]] * w[channel[k]] + b[channel[k]];
   std::vector<double> unbiased(var.size());
   for (size_t c = 0; c < var.size(); ++c) unbiased[c] = var[c] / static_cast<double>(per_channel - 1);
   return {make(y, sizes, input.dtype()), make(mean, {channels}, stat), make(rstd, {channels}, stat), mean, unbiased};
 }
 
-std::tuple<Tensor, Tensor, Tensor> batch_norm_train_cpu(std::string_view op, const Tensor& input, const MaybeTensor& weight,
-                                                        const MaybeTensor& bias, bool training, double eps) {
-  BatchStatistics s = batch_statistics(op, input, weight, bias, training, eps);
-  return {std::move(s.y), std::move(s.mean), std::move(s.rstd)};
+// The fake results of training-mode batch norm: out like the input, mean and rstd [C].
+std::tuple<Tensor, Tensor, Tensor> fake_batch_statistics(const Tensor& input, DType stat) {
+  if (symbolic(input)) {
+    const std::vector<SymInt> channels{input.sym_sizes()[1]};
+    return {symbolic_like(input, input.dtype()), make_fake_tensor(channels, stat, input.device()),
+            make_fake_tensor(channels, stat, input.device())};
+  }
+  const TensorOptions stats(stat, input.device());
+  return {empty_like(input), empty({input.size(1)}, stats), empty({input.size(1)}, stats)};
+}
+
+void require_training(std::string_view op, bool training) {
+  OPCONFORM_CHECK(training, ErrorCode::kInvalidArgument, op,
+                  ": argument 'training' must be true: without running statistics there is nothing to evaluate with");
 }
 
 // Its gradient: normalization over the non-channel dims, as layer norm's over its trailing ones
@@ -587,20 +601,13 @@ void register_batch_norm_training(Library& lib) {
                        "mean, rstd); no running statistics to update, so momentum is unused");
   const std::string name = b.name();
   b.cpu([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, bool training, double, double eps) {
-     return batch_norm_train_cpu(name, input, weight, bias, training, eps);
+     require_training(name, training);
+     BatchStatistics s = batch_statistics(name, input, weight, bias, eps);
+     return std::make_tuple(std::move(s.y), std::move(s.mean), std::move(s.rstd));
    })
       .fake([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, bool training, double, double) {
-        OPCONFORM_CHECK(training, ErrorCode::kInvalidArgument, name, ": argument 'training' must be true without running statistics");
-        OPCONFORM_CHECK(input.dim() >= 2, ErrorCode::kInvalidArgument, name,
-                        ": argument 'input' must have at least 2 dims (N, C, ...), got rank ", input.dim());
-        const DType stat = parameter_dtype(name, input, {{&weight, "weight"}, {&bias, "bias"}});
-        if (symbolic(input)) {
-          const std::vector<SymInt> channels{input.sym_sizes()[1]};
-          return std::make_tuple(symbolic_like(input, input.dtype()), make_fake_tensor(channels, stat, input.device()),
-                                 make_fake_tensor(channels, stat, input.device()));
-        }
-        const TensorOptions stats(stat, input.device());
-        return std::make_tuple(empty_like(input), empty({input.size(1)}, stats), empty({input.size(1)}, stats));
+        require_training(name, training);
+        return fake_batch_statistics(input, plan_batch_norm(name, input, weight, bias));
       })
       .autograd(with_ops(r, batch_norm_train_backward),
                 [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
@@ -608,12 +615,11 @@ void register_batch_norm_training(Library& lib) {
                   ctx.set("arguments", IValue(int64_t{6}));
                 })
       .samples([](SampleDraw& draw) {
-        const DType d = draw.dtype();
-        const Ints shape = draw.shape(2, 4);
-        const Ints channels{shape[1]};
-        Tensor input = draw.tensor(shape, d);
-        IValue weight = maybe_param(draw, channels, d), bias = maybe_param(draw, channels, d);
-        return Stack{IValue(input), weight, bias, IValue(true), IValue(draw.real(0, 1)), draw_eps(draw)};
+        Stack args = draw_batch_norm_inputs(draw, /*running=*/false);
+        args.push_back(IValue(true));
+        args.push_back(IValue(draw.real(0, 1)));
+        args.push_back(draw_eps(draw));
+        return args;
       })
       .dtypes(kFloating);
 }
@@ -638,7 +644,7 @@ void register_batch_norm_legit(Library& lib) {
                                                                  const Tensor&, const Tensor&, double, double)>()
            .call(input, weight, bias, running_mean, running_var, momentum, eps);
      }
-     BatchStatistics s = batch_statistics(name, input, weight, bias, true, eps);
+     BatchStatistics s = batch_statistics(name, input, weight, bias, eps);
      std::vector<double> rm = running_mean.to_vector<double>(), rv = running_var.to_vector<double>();
      for (size_t c = 0; c < rm.size(); ++c) {
        rm[c] = (1 - momentum) * rm[c] + momentum * s.mean_values[c];
@@ -650,15 +656,11 @@ void register_batch_norm_legit(Library& lib) {
    })
       .fake([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, const Tensor& running_mean,
                    const Tensor& running_var, bool training, double, double) {
-        const TensorOptions stats(plan_batch_norm(name, input, weight, bias, running_mean, running_var), input.device());
-        Tensor out = symbolic(input) ? symbolic_like(input, input.dtype()) : empty_like(input);
-        if (!training) return std::make_tuple(out, empty({0}, stats), empty({0}, stats));
-        if (symbolic(input)) {
-          const std::vector<SymInt> channels{input.sym_sizes()[1]};
-          return std::make_tuple(out, make_fake_tensor(channels, stats.dtype, input.device()),
-                                 make_fake_tensor(channels, stats.dtype, input.device()));
-        }
-        return std::make_tuple(out, empty({input.size(1)}, stats), empty({input.size(1)}, stats));
+        const DType stat = plan_batch_norm(name, input, weight, bias, running_mean, running_var);
+        if (training) return fake_batch_statistics(input, stat);
+        const TensorOptions stats(stat, input.device());
+        return std::make_tuple(symbolic(input) ? symbolic_like(input, input.dtype()) : empty_like(input), empty({0}, stats),
+                               empty({0}, stats));
       })
       .autograd(with_ops(r,
                          [](const Ops& ops, autograd::AutogradContext& ctx, const Grads& g) {
@@ -674,19 +676,14 @@ void register_batch_norm_legit(Library& lib) {
                   ctx.set("arguments", IValue(int64_t{8}));
                 })
       .samples([](SampleDraw& draw) {
-        const DType d = draw.dtype();
-        const Ints shape = draw.shape(2, 4);
-        const Ints channels{shape[1]};
-        ValueConstraint positive;
-        positive.min = 0.1;
-        Tensor input = draw.tensor(shape, d);
-        IValue weight = maybe_param(draw, channels, d), bias = maybe_param(draw, channels, d);
-        Tensor mean = draw.tensor(channels, d, {}, /*mutable_input=*/true), var = draw.tensor(channels, d, positive, true);
+        Stack args = draw_batch_norm_inputs(draw, /*running=*/true, /*running_written=*/true);
         // Training only: eval mode leaves the running statistics unwritten, which test_schema takes for a
         // schema that lies (a mutable argument must be written on every sample); normalization_test
         // covers eval mode by hand.
-        return Stack{IValue(input), weight, bias, IValue(mean), IValue(var), IValue(true), IValue(draw.real(0, 1)),
-                     draw_eps(draw)};
+        args.push_back(IValue(true));
+        args.push_back(IValue(draw.real(0, 1)));
+        args.push_back(draw_eps(draw));
+        return args;
       })
       .dtypes(kFloating);
 }

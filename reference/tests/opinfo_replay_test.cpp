@@ -329,7 +329,7 @@ void replay(Registry& registry, const json& call, std::map<std::string, OpTally>
   const bool with_cuda = call.contains("cuda") && !call["cuda"].is_null();
   t.cuda_calls += with_cuda;
   auto note = [&](const std::string& where, const std::string& what) {
-    if (t.examples.size() < (std::getenv("OPINFO_EXAMPLES") ? 50u : 3u)) t.examples.push_back(where + " (" + call.value("source", "") + "): " + what);
+    if (t.examples.size() < 3) t.examples.push_back(where + " (" + call.value("source", "") + "): " + what);
   };
   std::vector<IValue> got;
   std::optional<OperatorHandle> op;
