@@ -62,15 +62,26 @@ Stack call(const OperatorHandle& op, const Stack& args) {
   return stack;
 }
 
+// An undefined Tensor is observed as None, as Python sees it: a kernel returns an undefined
+// Tensor where a captured graph returns None (a backward op's output_mask false), one value.
+namespace {
+IValue observed(const IValue& v) {
+  const Tensor* t = v.get_if<Tensor>();
+  return t != nullptr && !t->defined() ? IValue() : v;
+}
+}  // namespace
+
 std::vector<std::pair<std::string, IValue>> observables(const OperatorHandle& op, const Stack& args, const Stack& returns) {
   std::vector<std::pair<std::string, IValue>> out;
   for (size_t j = 0; j < returns.size(); ++j) {
     std::string name = "output " + std::to_string(j);
     if (returns[j].is_tensor_list()) {
       const auto& list = returns[j].to_tensor_list();
-      for (size_t e = 0; e < list.size(); ++e) out.emplace_back(name + "[" + std::to_string(e) + "]", IValue(list[e]));
+      for (size_t e = 0; e < list.size(); ++e) {
+        out.emplace_back(name + "[" + std::to_string(e) + "]", observed(IValue(list[e])));
+      }
     } else {
-      out.emplace_back(name, returns[j]);
+      out.emplace_back(name, observed(returns[j]));
     }
   }
   for (size_t i = 0; i < args.size(); ++i) {
@@ -561,7 +572,7 @@ class VmapConsistency final : public Check {
             for (size_t i = 0; i < slots.size(); ++i) stack[slots[i]] = IValue(xs[i]);
             ::opconform::conformance::detail::run_boxed(op, stack);
             std::vector<Tensor> outs;
-            for (const auto& v : stack) outs.push_back(v.to_tensor());
+            for (const auto& v : stack) outs.push_back(v.is_none() ? Tensor() : v.to_tensor());
             return outs;
           },
           in_dims, {int64_t{0}},
@@ -596,6 +607,15 @@ class VmapConsistency final : public Check {
                            ctx.op.name(), sample);
       }
       for (size_t k = 0; k < got.size(); ++k) {
+        // An output observed as None (undefined: a backward op's output_mask) stays None.
+        if (one.seen[k].second.is_none() || !got[k].defined()) {
+          if (one.seen[k].second.is_none() == !got[k].defined()) continue;
+          return make_result(name(), Outcome::failed,
+                             concat("vmap_consistency of '", ctx.op.name(), "': under vmap output ", k, " is ",
+                                    got[k].defined() ? "a tensor" : "None", " but the op alone returns ",
+                                    got[k].defined() ? "None" : "a tensor", " for batch element ", b, ". Sample: ", sample, "."),
+                             ctx.op.name(), sample);
+        }
         const Tensor want = one.seen[k].second.to_tensor();
         Comparison c = compare(got[k].select(0, b), want, ctx.tolerance.for_dtype(want.dtype(), ctx.op.data().get()));
         if (!c.equal) {

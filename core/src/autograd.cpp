@@ -91,10 +91,18 @@ Tensor cpu_add(const Tensor& a, const Tensor& b) {
   return a.device().is_cpu() ? out : out.to(a.device());
 }
 
-Tensor accumulate(const Tensor& a, const Tensor& b) {
-  if (GradMode::is_enabled()) {
-    // create_graph: sum through the dispatcher so the sum is recorded, when an add exists.
-    if (auto add = Registry::global().find("aten::add.Tensor"); add && add->has_schema()) {
+// `nodes`: the nodes whose registries may sum (the first that has an add wins).
+// The sum goes through the dispatcher when an add exists, as PyTorch's engine sums with an
+// operator: with create_graph it is recorded, and a dispatch mode (graph capture) sees it.
+Tensor accumulate(const Tensor& a, const Tensor& b, std::initializer_list<const Node*> nodes = {}) {
+  {
+    std::optional<OperatorHandle> add;
+    for (const Node* n : nodes) {
+      std::optional<OperatorHandle> op = n != nullptr ? n->recorded_by() : std::nullopt;
+      if (op && (add = op->find_in_registry("aten::add.Tensor"))) break;
+    }
+    if (!add) add = Registry::global().find("aten::add.Tensor");
+    if (add && add->has_schema()) {
       Stack stack{IValue(a), IValue(b), IValue(int64_t(1))};
       add->call_boxed(stack);
       return stack.at(0).to_tensor();
@@ -106,6 +114,8 @@ Tensor accumulate(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 // ---------------------------------------------------------------- per-tensor state
+
+std::optional<OperatorHandle> Node::recorded_by() const { return std::nullopt; }
 
 AutogradMeta* autograd_meta(const Tensor& t) { return t.defined() ? impl_of(t)->autograd_meta.get() : nullptr; }
 
@@ -299,7 +309,7 @@ class GraphTask {
       for (size_t i = 0; i < outputs.size(); ++i) {
         const Edge& e = node->next_edges()[i];
         if (!e.is_valid()) continue;
-        if (outputs[i].defined()) add_to_buffer(e, std::move(outputs[i]));
+        if (outputs[i].defined()) add_to_buffer(e, std::move(outputs[i]), node);
         if (--dependencies_[e.function.get()] == 0) ready.push(e.function.get());
       }
     }
@@ -307,11 +317,11 @@ class GraphTask {
   }
 
  private:
-  void add_to_buffer(const Edge& e, Tensor grad) {
+  void add_to_buffer(const Edge& e, Tensor grad, const Node* producer = nullptr) {
     auto& buffer = buffers_[e.function.get()];
     if (buffer.size() <= e.input_nr) buffer.resize(std::max<size_t>(e.input_nr + 1, e.function->num_inputs()));
     Tensor& slot = buffer[e.input_nr];
-    slot = slot.defined() ? accumulate(slot, grad) : std::move(grad);
+    slot = slot.defined() ? accumulate(slot, grad, {e.function.get(), producer}) : std::move(grad);
   }
 
   std::vector<Tensor> take_buffer(Node* node) {
@@ -595,13 +605,14 @@ class FunctionNode final : public Node {
     Device device;
   };
 
-  FunctionNode(std::string op_name, std::shared_ptr<const Formula> formula)
-      : op_name_(std::move(op_name)), formula_(std::move(formula)) {
+  FunctionNode(const OperatorHandle& op, std::shared_ptr<const Formula> formula)
+      : op_(op), op_name_(op.name()), formula_(std::move(formula)) {
     ctx_.op_name_ = op_name_;
     ctx_.owner_ = this;
   }
 
   std::string name() const override { return op_name_ + (formula_ ? "_backward" : "_not_implemented"); }
+  std::optional<OperatorHandle> recorded_by() const override { return op_; }
 
   std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) override {
     // No gradient reached any output: the (linear) backward would only produce zeros, so pass
@@ -708,6 +719,7 @@ class FunctionNode final : public Node {
     bool list = false;
   };
 
+  OperatorHandle op_;
   std::string op_name_;
   std::shared_ptr<const Formula> formula_;  // null: the not-implemented node
   AutogradContext ctx_;
@@ -719,7 +731,7 @@ void FunctionNode::record(const OperatorHandle& op, DispatchKeySet keys, Stack& 
                           const std::shared_ptr<const Formula>& formula) {
   const FunctionSchema& schema = op.schema();
   const size_t n = schema.arguments.size();
-  auto node = std::make_shared<FunctionNode>(op.name(), formula);
+  auto node = std::make_shared<FunctionNode>(op, formula);
   AutogradContext& ctx = node->ctx_;
   ctx.needs_input_grad_.assign(n, false);
 

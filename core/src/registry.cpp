@@ -311,6 +311,15 @@ Registry& Registry::global() {
   return *registry;
 }
 
+std::optional<OperatorHandle> OperatorHandle::find_in_registry(std::string_view name) const {
+  RegistryState* state = entry_->registry;
+  if (state == nullptr) return std::nullopt;
+  std::lock_guard lock(state->mutex);
+  auto it = state->ops.find(name);
+  if (it == state->ops.end()) return std::nullopt;
+  return OperatorHandle(it->second.get());
+}
+
 std::optional<OperatorHandle> Registry::find(std::string_view name) const {
   std::lock_guard lock(state_->mutex);
   auto it = state_->ops.find(name);

@@ -324,6 +324,8 @@ void vmap_fallback(const OperatorHandle& op, DispatchKeySet keys, Stack& stack) 
     op.redispatch_boxed(keys_for_sample(op, sample), sample);
     if (per_output.empty()) per_output.resize(sample.size());
     for (size_t j = 0; j < sample.size(); ++j) {
+      // An undefined Tensor output (a backward op's output_mask false) stays undefined.
+      if (sample[j].is_none()) sample[j] = IValue(Tensor());
       OPCONFORM_CHECK(sample[j].is_tensor(), ErrorCode::kNotImplemented, "vmap: '", op.name(),
                       "' has no vmap rule, and the per-sample fallback only handles tensor outputs (output ", j,
                       " is ", sample[j].type_name(), "); register a rule with make_vmap_kernel");
@@ -331,7 +333,14 @@ void vmap_fallback(const OperatorHandle& op, DispatchKeySet keys, Stack& stack) 
     }
   }
   stack.resize(base);
-  for (const auto& outputs : per_output) stack.push_back(IValue(make_batched(stack_any(outputs), 0, level)));
+  for (size_t j = 0; j < per_output.size(); ++j) {
+    const auto& outputs = per_output[j];
+    const auto defined = std::ranges::count_if(outputs, [](const Tensor& t) { return t.defined(); });
+    OPCONFORM_CHECK(defined == 0 || defined == std::ssize(outputs), ErrorCode::kInvalidArgument, "vmap: '",
+                    op.name(), "' returned an undefined output ", j, " for ", std::ssize(outputs) - defined, " of ",
+                    outputs.size(), " samples and a tensor for the others; the fallback cannot stack them");
+    stack.push_back(defined == 0 ? IValue(Tensor()) : IValue(make_batched(stack_any(outputs), 0, level)));
+  }
 }
 
 }  // namespace
@@ -416,7 +425,10 @@ VmapFunction vmap(VmapFunction fn, std::vector<std::optional<int64_t>> in_dims,
     std::vector<Tensor> results;
     results.reserve(outputs.size());
     for (size_t j = 0; j < outputs.size(); ++j) {
-      OPCONFORM_CHECK(outputs[j].defined(), ErrorCode::kInvalidArgument, "vmap: output ", j, " is undefined");
+      if (!outputs[j].defined()) {  // torch.vmap returns None for a None output
+        results.emplace_back();
+        continue;
+      }
       check_not_stray(outputs[j]);
       const BatchedInfo* info = info_at(outputs[j], level);
       if (!odims[j]) {

@@ -551,8 +551,8 @@ TEST(DoubleBackwardTest, SecondAndThirdDerivativesOfSin) {
 
 TEST(DoubleBackwardTest, CreateGraphSumsThroughAtenAddWhenItExists) {
   Tensor x = leaf({1.5, -0.5});
-  // Without aten::add.Tensor in the global registry the two contributions of x * x are summed by
-  // the CPU helper: the value is right, but the sum is not recorded.
+  // Without aten::add.Tensor in the ops' registry or the global one, the two contributions of
+  // x * x are summed by the CPU helper: the value is right, but the sum is not recorded.
   Tensor g = grad({tsum(tmul(x, x))}, {x}, {}, false, true)[0];
   expect_values(g, {3.0, -1.0});
   EXPECT_FALSE(g.requires_grad());
@@ -573,6 +573,32 @@ TEST(DoubleBackwardTest, CreateGraphSumsThroughAtenAddWhenItExists) {
   ASSERT_TRUE(g.requires_grad());
   EXPECT_EQ(grad_fn(g)->name(), "aten::add.Tensor_backward");
   expect_values(grad({tsum(g)}, {x})[0], {2.0, 2.0});
+}
+
+TEST(DoubleBackwardTest, SumsUseTheAddOfTheRegistryThatRecordedTheNodes) {
+  // The ops of reg() (not the global registry) sum with reg()'s add, with or without create_graph
+  // (a dispatch mode, such as graph capture, must see every sum).
+  Tensor x = leaf({1.5, -0.5});
+  Library aten("aten", LibraryKind::FRAGMENT, std::nullopt, reg());
+  aten.define("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor");
+  int adds = 0;
+  aten.impl("add.Tensor", [&](const Tensor& a, const Tensor& b, const Scalar&) {
+    ++adds;
+    return map2(a, b, [](double p, double q) { return p + q; });
+  }, DispatchKey::CPU);
+  register_autograd(aten, "add.Tensor", [](AutogradContext&, const std::vector<Tensor>& go) {
+    return std::vector<Tensor>{go[0], go[0], Tensor()};
+  });
+  Tensor g = grad({tsum(tmul(x, x))}, {x}, {}, false, /*create_graph=*/true)[0];
+  expect_values(g, {3.0, -1.0});
+  EXPECT_EQ(adds, 1);
+  ASSERT_TRUE(g.requires_grad());
+  expect_values(grad({tsum(g)}, {x})[0], {2.0, 2.0});
+  adds = 0;
+  g = grad({tsum(tmul(x, x))}, {x})[0];
+  expect_values(g, {3.0, -1.0});
+  EXPECT_EQ(adds, 1);
+  EXPECT_FALSE(g.requires_grad());
 }
 
 // ---------------------------------------------------------------- fallback and checks

@@ -63,11 +63,18 @@ class VmapTest : public ::testing::Test {
     lib.define("numel(Tensor a) -> int");
     lib.define("scale_(Tensor(a!) a) -> Tensor(a!)");
     lib.define("noise(Tensor a) -> Tensor", {Tag::nondeterministic_seeded});
+    // A backward op's shape: output_mask false gives an undefined output (as PyTorch).
+    lib.define("masked_pair(Tensor a, bool[2] output_mask) -> (Tensor, Tensor)");
     lib.impl("mul", mul_cpu, DispatchKey::CPU);
     lib.impl("sum_dim", sum_dim_cpu, DispatchKey::CPU);
     lib.impl("numel", [](const Tensor& a) { return a.numel(); }, DispatchKey::CPU);
     lib.impl("scale_", [](const Tensor& a) { return a; }, DispatchKey::CPU);
     lib.impl("noise", [](const Tensor& a) { return a.clone(); }, DispatchKey::CPU);
+    lib.impl("masked_pair", [](const Tensor& a, std::vector<bool> mask) {
+      // Defined for the sample whose first element is negative only when mask[1] says "mixed".
+      bool second = mask[1] && (a.numel() == 0 || a.const_data_ptr<float>()[0] >= 0 || mask[0]);
+      return std::tuple{mask[0] ? a.clone() : Tensor(), second ? a.clone() : Tensor()};
+    }, DispatchKey::CPU);
   }
 
   // The register_vmap rule for t::mul: both batches to the front (an unbatched side expands),
@@ -280,6 +287,33 @@ TEST_F(VmapTest, FallbackRefusesMutationNonTensorOutputsAndRandomness) {
   EXPECT_THAT([&] { call("t::numel"); }, ::testing::ThrowsMessage<Error>(HasSubstr("only handles tensor outputs")));
   EXPECT_THAT([&] { call("t::noise"); }, ::testing::ThrowsMessage<Error>(HasSubstr("randomness=error")));
   EXPECT_TRUE(equal(call("t::noise", Randomness::Different)[0], x));
+}
+
+TEST_F(VmapTest, FallbackKeepsUndefinedOutputsUndefined) {
+  auto masked = [&](std::vector<bool> mask) {
+    return vmap([&, mask](const std::vector<Tensor>& in) {
+      Stack s{IValue(in[0]), IValue(mask)};
+      registry.get("t::masked_pair").call_boxed(s);
+      return std::vector<Tensor>{s[0].to_tensor(), s[1].to_tensor()};
+    }, {0})({range({3, 2})});
+  };
+  auto out = masked({true, true});
+  EXPECT_TRUE(out[0].defined());
+  EXPECT_TRUE(out[1].defined());
+  EXPECT_TRUE(equal(out[1], range({3, 2})));
+  out = masked({false, false});
+  EXPECT_FALSE(out[0].defined());
+  EXPECT_FALSE(out[1].defined());
+  // Undefined for some samples only: no stack is honest, so it is an error naming the op.
+  Tensor mixed = range({3, 2});
+  mixed.mutable_data_ptr<float>()[2] = -1;  // sample 1 starts negative
+  EXPECT_THAT([&] {
+    vmap([&](const std::vector<Tensor>& in) {
+      Stack s{IValue(in[0]), IValue(std::vector<bool>{false, true})};
+      registry.get("t::masked_pair").call_boxed(s);
+      return std::vector<Tensor>{s[1].to_tensor()};
+    }, {0})({mixed});
+  }, ::testing::ThrowsMessage<Error>(HasSubstr("undefined output 1 for 1 of 3 samples")));
 }
 
 TEST_F(VmapTest, RuleSeesRandomnessAndBatchSize) {

@@ -115,14 +115,20 @@ Tensor sum_over(const Ops& ops, const Tensor& t, const Ints& dims, bool keepdim)
   return dims.empty() ? t : ops.sum_dims(t, dims, keepdim);
 }
 
-// The gradient of the input of a normalization over the last dim of rows (x̂ = (x - mean) rstd,
-// mean and rstd keepdim), given the gradient gx̂ of x̂ and those of the mean and rstd outputs:
-//   rstd (gx̂ - E[gx̂] - x̂ E[gx̂ x̂]) + g_mean / n - g_rstd rstd² x̂ / n
-Tensor normalized_input_grad(const Ops& ops, const Tensor& gxhat, const Tensor& xhat, const Tensor& rstd,
-                             const Tensor& g_mean, const Tensor& g_rstd, const Ints& dims, int64_t n) {
+// The gradient of the input of a normalization over `dims` (x̂ = (x - mean) rstd, mean and rstd
+// keepdim) through x̂ alone, given the gradient gx̂ of x̂: rstd (gx̂ - E[gx̂] - x̂ E[gx̂ x̂]). This is
+// what the norms' backward ops compute.
+Tensor normalized_grad(const Ops& ops, const Tensor& gxhat, const Tensor& xhat, const Tensor& rstd, const Ints& dims) {
   Tensor centered = ops.sub(gxhat, mean_dims(ops, gxhat, dims));
   Tensor projected = ops.sub(centered, ops.mul(xhat, mean_dims(ops, ops.mul(gxhat, xhat), dims)));
-  Tensor gx = ops.mul(rstd, projected);
+  return ops.mul(rstd, projected);
+}
+
+// The whole gradient of the input, the mean and rstd outputs' gradients (n values each) included:
+//   normalized_grad + g_mean / n - g_rstd rstd² x̂ / n
+Tensor normalized_input_grad(const Ops& ops, const Tensor& gxhat, const Tensor& xhat, const Tensor& rstd,
+                             const Tensor& g_mean, const Tensor& g_rstd, const Ints& dims, int64_t n) {
+  Tensor gx = normalized_grad(ops, gxhat, xhat, rstd, dims);
   const double inv_n = 1.0 / static_cast<double>(n);
   gx = ops.add(gx, ops.mul(g_mean, inv_n));
   return ops.add(gx, ops.mul(ops.mul(ops.mul(g_rstd, ops.mul(rstd, rstd)), xhat), -inv_n));
@@ -318,6 +324,85 @@ Tensor symbolic_like(const Tensor& input, DType dtype, int64_t kept = -1) {
   return make_fake_tensor(std::move(sizes), dtype, input.device());
 }
 
+// ---- the norms' backward ops (Note [Backward ops as composites] in op_support.h) ----
+
+// Rows of `len` elements with given statistics (one mean and rstd per row; they need not be the
+// rows' own) and gradients g of the normalized-and-scaled output, k = param(r, i) the parameter
+// index of an element: x̂ = (x - mean) rstd, gx̂ = g w[k],
+//   dx = rstd (gx̂ - mean_row(gx̂) - x̂ mean_row(gx̂ x̂)),  dw[k] = Σ g x̂,  db[k] = Σ g.
+struct RowGradients {
+  std::vector<double> dx, dw, db;
+};
+template <typename Param>
+RowGradients normalized_rows_backward(const std::vector<double>& g, const std::vector<double>& x, const std::vector<double>& mean,
+                                      const std::vector<double>& rstd, int64_t len, const std::vector<double>& w,
+                                      Param param) {
+  RowGradients out{std::vector<double>(x.size()), std::vector<double>(w.size(), 0.0), std::vector<double>(w.size(), 0.0)};
+  for (size_t r = 0; r < mean.size(); ++r) {
+    double sum_gxhat = 0, sum_gxhat_xhat = 0;
+    for (int64_t i = 0; i < len; ++i) {
+      const size_t at = r * static_cast<size_t>(len) + static_cast<size_t>(i), k = static_cast<size_t>(param(r, i));
+      const double xhat = (x[at] - mean[r]) * rstd[r], gxhat = g[at] * w[k];
+      sum_gxhat += gxhat;
+      sum_gxhat_xhat += gxhat * xhat;
+      out.dw[k] += g[at] * xhat;
+      out.db[k] += g[at];
+    }
+    const double n = static_cast<double>(len);
+    for (int64_t i = 0; i < len; ++i) {
+      const size_t at = r * static_cast<size_t>(len) + static_cast<size_t>(i), k = static_cast<size_t>(param(r, i));
+      const double xhat = (x[at] - mean[r]) * rstd[r];
+      out.dx[at] = rstd[r] * (g[at] * w[k] - sum_gxhat / n - xhat * sum_gxhat_xhat / n);
+    }
+  }
+  return out;
+}
+
+// A backward op's checks of grad_out (the input's shape and dtype) and of the statistics (`rows`
+// values each, floating).
+void check_norm_backward_inputs(std::string_view op, const Tensor& grad, const Tensor& input, const Tensor& mean,
+                                const Tensor& rstd, int64_t rows) {
+  OPCONFORM_CHECK(sizes_of(grad) == sizes_of(input) && grad.dtype() == input.dtype(), ErrorCode::kInvalidArgument, op,
+                  ": argument 'grad_out' must have the shape and dtype of 'input' (", shape_string(input.sizes()), " ",
+                  name(input.dtype()), "), got ", shape_string(grad.sizes()), " ", name(grad.dtype()));
+  for (const auto& [t, arg] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
+    require_dtype(op, *t, kFloating, arg);
+    OPCONFORM_CHECK(t->numel() == rows, ErrorCode::kInvalidArgument, op, ": argument '", arg, "' must have ", rows,
+                    " elements (one per normalized row), got shape ", shape_string(t->sizes()));
+  }
+}
+
+// The results of a norm's backward op from float64 values: dx in the input's dtype, dw and db
+// (parameter shape) in the parameters' dtype, each only where output_mask asks for it.
+std::tuple<Tensor, Tensor, Tensor> norm_backward_results(const RowGradients& grads, const std::vector<bool>& mask,
+                                                         const Tensor& input, const Ints& param_sizes, DType param_dtype) {
+  return {mask[0] ? make(grads.dx, sizes_of(input), input.dtype()) : Tensor(),
+          mask[1] ? make(grads.dw, param_sizes, param_dtype) : Tensor(),
+          mask[2] ? make(grads.db, param_sizes, param_dtype) : Tensor()};
+}
+
+std::tuple<Tensor, Tensor, Tensor> empty_norm_backward_results(const std::vector<bool>& mask, const Tensor& input,
+                                                               const Ints& param_sizes, DType param_dtype) {
+  const TensorOptions params(param_dtype, input.device());
+  return {mask[0] ? (symbolic(input) ? symbolic_like(input, input.dtype()) : empty(sizes_of(input), input.options())) : Tensor(),
+          mask[1] ? empty(param_sizes, params) : Tensor(), mask[2] ? empty(param_sizes, params) : Tensor()};
+}
+
+// The composite's common part, in float64 (rounded once at the end, as the CPU kernel): x̂ and
+// gx̂ of rows shaped `row_shape` (statistics broadcast over `dims`), and the results.
+struct NormBackwardComposite {
+  Tensor g, xhat, gxhat, rstd;
+};
+Stack norm_backward_outputs(const Ops& ops, const NormBackwardComposite& c, const std::vector<bool>& mask, const Ints& dims,
+                            const Tensor& input, const std::function<Tensor(const Tensor&)>& per_param, DType param_dtype) {
+  Stack out(3, IValue(Tensor()));
+  if (mask[0]) out[0] = IValue(ops.to(ops.reshape(normalized_grad(ops, c.gxhat, c.xhat, c.rstd, dims), sizes_of(input)), input.dtype()));
+  if (mask[1]) out[1] = IValue(ops.to(per_param(ops.mul(c.g, c.xhat)), param_dtype));
+  // A clone where no dim is summed: the result must not alias grad_out.
+  if (mask[2]) out[2] = IValue(ops.to(ops.tensor("aten::clone", {per_param(c.g)}), param_dtype));
+  return out;
+}
+
 // ---- dropout ----
 
 bool is_training(const std::optional<bool>& train) { return !train || *train; }
@@ -421,6 +506,67 @@ void register_layer_norm(Library& lib) {
   }
 }
 
+// native_layer_norm_backward: native_layer_norm's gradient through its output (PyTorch's formula
+// passes mean and rstd's own gradients apart), from the given statistics.
+void register_layer_norm_backward(Library& lib) {
+  OpBuilder b(lib,
+              "aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, "
+              "Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+              kFamily, "the gradients of native_layer_norm's output by input, weight and bias (each where output_mask "
+                       "asks), from the given mean and rstd; weight/bias gradients without the parameter are those of "
+                       "a weight of ones and a bias of zeros");
+  const std::string name = b.name();
+  auto plan = [name](const Tensor& grad, const Tensor& input, const Ints& normalized, const Tensor& mean, const Tensor& rstd,
+                     const MaybeTensor& weight, const MaybeTensor& bias) {
+    const LayerNormPlan p = plan_layer_norm(name, input, normalized, weight, bias);
+    check_norm_backward_inputs(name, grad, input, mean, rstd, p.rows);
+    return p;
+  };
+  b.cpu([plan](const Tensor& grad, const Tensor& input, const Ints& normalized, const Tensor& mean, const Tensor& rstd,
+               const MaybeTensor& weight, const MaybeTensor& bias, std::vector<bool> mask) {
+     const LayerNormPlan p = plan(grad, input, normalized, mean, rstd, weight, bias);
+     const RowGradients grads =
+         normalized_rows_backward(grad.to_vector<double>(), input.to_vector<double>(), mean.to_vector<double>(),
+                                  rstd.to_vector<double>(), p.len, values_or(weight, p.len, 1),
+                                  [](size_t, int64_t i) { return i; });
+     return norm_backward_results(grads, mask, input, normalized, p.stat_dtype);
+   })
+      .fake([plan](const Tensor& grad, const Tensor& input, const Ints& normalized, const Tensor& mean, const Tensor& rstd,
+                   const MaybeTensor& weight, const MaybeTensor& bias, std::vector<bool> mask) {
+        return empty_norm_backward_results(mask, input, normalized, plan(grad, input, normalized, mean, rstd, weight, bias).stat_dtype);
+      })
+      .autograd(composite_formula(lib.registry(), [plan](const Ops& ops, const Stack& a) {
+        const Tensor &grad = a[0].to_tensor(), &input = a[1].to_tensor();
+        const Ints normalized = a[2].to<Ints>();
+        const MaybeTensor weight = a[5].to<MaybeTensor>();
+        const LayerNormPlan p = plan(grad, input, normalized, a[3].to_tensor(), a[4].to_tensor(), weight, a[6].to<MaybeTensor>());
+        auto f64 = [&](const Tensor& t) { return ops.to(t, DType::Float64); };
+        const Ints rows{p.rows, p.len};
+        NormBackwardComposite c;
+        c.g = ops.reshape(f64(grad), rows);
+        c.rstd = ops.reshape(f64(a[4].to_tensor()), {p.rows, 1});
+        c.xhat = ops.mul(ops.sub(ops.reshape(f64(input), rows), ops.reshape(f64(a[3].to_tensor()), {p.rows, 1})), c.rstd);
+        c.gxhat = weight ? ops.mul(c.g, ops.reshape(f64(*weight), {1, p.len})) : c.g;
+        auto per_param = [&](const Tensor& t) { return ops.reshape(ops.sum_dims(t, {0}, false), normalized); };
+        return norm_backward_outputs(ops, c, a[7].to<std::vector<bool>>(), {1}, input, per_param, p.stat_dtype);
+      }))
+      .samples([name](SampleDraw& draw) {
+        const DType d = draw.dtype();
+        const Ints shape = draw.shape(1, 4);
+        const int64_t k = draw.integer(1, static_cast<int64_t>(shape.size()));
+        const Ints normalized(shape.end() - k, shape.end());
+        const Tensor input = draw.tensor(shape, d);
+        const IValue weight = maybe_param(draw, normalized, d), bias = maybe_param(draw, normalized, d);
+        // The statistics of the forward call on this input (the usual caller's).
+        auto [out, mean, rstd] = layer_norm_cpu(name, input, normalized, weight.to<MaybeTensor>(), bias.to<MaybeTensor>(),
+                                                draw.real(1e-5, 0.1));
+        const std::vector<bool> mask{draw.coin(80), draw.coin(70), draw.coin(70)};
+        return Stack{IValue(draw.tensor(shape, d)), IValue(input), IValue(normalized), IValue(mean), IValue(rstd), weight,
+                     bias, IValue(mask)};
+      })
+      .dtypes(kFloating);
+}
+
 // native_group_norm.
 void register_group_norm(Library& lib) {
   Registry& r = lib.registry();
@@ -457,6 +603,69 @@ void register_group_norm(Library& lib) {
         })
         .dtypes(kFloating);
   }
+}
+
+// native_group_norm_backward: native_group_norm's gradient through its output, from the given
+// statistics [N, group].
+void register_group_norm_backward(Library& lib) {
+  OpBuilder b(lib,
+              "aten::native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, "
+              "SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+              kFamily, "the gradients of native_group_norm's output by input, weight and bias [C] (each where "
+                       "output_mask asks), from the given mean and rstd; without weight, those of a weight of ones");
+  const std::string name = b.name();
+  auto plan = [name](const Tensor& grad, const Tensor& input, const Tensor& mean, const Tensor& rstd, const MaybeTensor& weight,
+                     int64_t n, int64_t c, int64_t hxw, int64_t group) {
+    const GroupNormPlan p = plan_group_norm(name, input, weight, std::nullopt, n, c, hxw, group);
+    check_norm_backward_inputs(name, grad, input, mean, rstd, p.rows);
+    return p;
+  };
+  b.cpu([plan](const Tensor& grad, const Tensor& input, const Tensor& mean, const Tensor& rstd, const MaybeTensor& weight,
+               int64_t n, int64_t c, int64_t hxw, int64_t group, std::vector<bool> mask) {
+     const GroupNormPlan p = plan(grad, input, mean, rstd, weight, n, c, hxw, group);
+     const RowGradients grads = normalized_rows_backward(
+         grad.to_vector<double>(), input.to_vector<double>(), mean.to_vector<double>(), rstd.to_vector<double>(), p.len,
+         values_or(weight, c, 1), [&](size_t r, int64_t i) {
+           return static_cast<int64_t>(r) % group * p.channels_per_group + i / std::max<int64_t>(hxw, 1);
+         });
+     return norm_backward_results(grads, mask, input, {c}, p.stat_dtype);
+   })
+      .fake([plan](const Tensor& grad, const Tensor& input, const Tensor& mean, const Tensor& rstd, const MaybeTensor& weight,
+                   int64_t n, int64_t c, int64_t hxw, int64_t group, std::vector<bool> mask) {
+        return empty_norm_backward_results(mask, input, {c}, plan(grad, input, mean, rstd, weight, n, c, hxw, group).stat_dtype);
+      })
+      .autograd(composite_formula(lib.registry(), [plan](const Ops& ops, const Stack& a) {
+        const Tensor &grad = a[0].to_tensor(), &input = a[1].to_tensor();
+        const MaybeTensor weight = a[4].to<MaybeTensor>();
+        const int64_t n = a[5].to_int(), c = a[6].to_int(), hxw = a[7].to_int(), group = a[8].to_int();
+        const GroupNormPlan p = plan(grad, input, a[2].to_tensor(), a[3].to_tensor(), weight, n, c, hxw, group);
+        auto f64 = [&](const Tensor& t) { return ops.to(t, DType::Float64); };
+        // Rows [N, group, C/group * HxW]; parameters per channel of [N, C, HxW].
+        const Ints rows{n, group, p.len}, channels{n, c, hxw};
+        NormBackwardComposite comp;
+        comp.g = ops.reshape(f64(grad), rows);
+        comp.rstd = ops.reshape(f64(a[3].to_tensor()), {n, group, 1});
+        comp.xhat = ops.mul(ops.sub(ops.reshape(f64(input), rows), ops.reshape(f64(a[2].to_tensor()), {n, group, 1})), comp.rstd);
+        comp.gxhat = weight ? ops.reshape(ops.mul(ops.reshape(comp.g, channels), ops.reshape(f64(*weight), {1, c, 1})), rows) : comp.g;
+        auto per_param = [&](const Tensor& t) { return ops.sum_dims(ops.reshape(t, channels), {0, 2}, false); };
+        return norm_backward_outputs(ops, comp, a[9].to<std::vector<bool>>(), {2}, input, per_param, p.stat_dtype);
+      }))
+      .samples([name](SampleDraw& draw) {
+        const DType d = draw.dtype();
+        const int64_t n = draw.integer(1, 3), group = draw.integer(1, 3), c = group * draw.integer(1, 2);
+        const Ints spatial = draw.shape(0, 2);
+        Ints shape{n, c};
+        shape.insert(shape.end(), spatial.begin(), spatial.end());
+        const Tensor input = draw.tensor(shape, d);
+        const IValue weight = maybe_param(draw, {c}, d);
+        const int64_t hxw = product(spatial);
+        auto [out, mean, rstd] =
+            group_norm_cpu(name, input, weight.to<MaybeTensor>(), std::nullopt, n, c, hxw, group, draw.real(1e-5, 0.1));
+        const std::vector<bool> mask{draw.coin(80), draw.coin(70), draw.coin(70)};
+        return Stack{IValue(draw.tensor(shape, d)), IValue(input), IValue(mean), IValue(rstd), weight, IValue(n), IValue(c),
+                     IValue(hxw), IValue(group), IValue(mask)};
+      })
+      .dtypes(kFloating);
 }
 
 // batch norm in inference (running statistics).
@@ -748,7 +957,9 @@ void register_dropout(Library& lib) {
 
 void register_normalization(Library& lib) {
   register_layer_norm(lib);
+  register_layer_norm_backward(lib);
   register_group_norm(lib);
+  register_group_norm_backward(lib);
   register_batch_norm(lib);
   register_batch_norm_training(lib);
   register_batch_norm_legit(lib);

@@ -128,18 +128,24 @@ Tensor one_hot(const Ops& ops, const Tensor& index, int64_t d, int64_t n) {
   return ops.tensor("aten::eq.Tensor", {from_vector<int64_t>(positions, positions_shape).to(index.device()), index});
 }
 
+bool call_records(const OperatorHandle& op, const Stack& stack) {
+  if (!autograd::GradMode::is_enabled()) return false;
+  for (size_t i = stack.size() - op.schema().arguments.size(); i < stack.size(); ++i) {
+    if (const Tensor* t = stack[i].get_if<Tensor>(); t != nullptr && t->defined() && t->requires_grad()) return true;
+    if (stack[i].is_tensor_list()) {
+      for (const Tensor& t : stack[i].to_tensor_list()) {
+        if (t.defined() && t.requires_grad()) return true;
+      }
+    }
+  }
+  return false;
+}
+
 KernelFunction inplace_autograd_kernel(Registry& registry, autograd::BackwardFn backward, InplaceSetupFn setup) {
   return KernelFunction::from_boxed([ops = Ops(registry), backward = std::move(backward), setup = std::move(setup)](
                                         const OperatorHandle& op, DispatchKeySet keys, Stack& stack) {
-    // The condition under which the formula's kernel records (and so runs setup_context).
     const size_t base = stack.size() - op.schema().arguments.size();
-    bool records = false;
-    for (size_t i = base; i < stack.size() && autograd::GradMode::is_enabled(); ++i) {
-      if (stack[i].is_tensor()) records = records || stack[i].to_tensor().requires_grad();
-      if (stack[i].is_tensor_list()) {
-        for (const Tensor& t : stack[i].to_tensor_list()) records = records || (t.defined() && t.requires_grad());
-      }
-    }
+    const bool records = call_records(op, stack);
     auto original = std::make_shared<Tensor>(records ? ops.tensor("aten::clone", {stack[base]}) : Tensor());
     // A kernel per call, so that the copy travels with the call (no state outside it). The node it
     // records keeps this closure: setup takes the copy out of it.
@@ -148,6 +154,67 @@ KernelFunction inplace_autograd_kernel(Registry& registry, autograd::BackwardFn 
       setup(ctx, inputs, outputs, std::exchange(*original, Tensor()));
     }).call_boxed(op, keys, stack);
   });
+}
+
+CompositeFormula composite_formula(Registry& registry, CompositeFn composite) {
+  CompositeFormula f;
+  f.setup = [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
+    std::vector<Tensor> tensors;
+    std::vector<int64_t> positions;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (const Tensor* t = inputs[i].get_if<Tensor>()) {
+        tensors.push_back(*t);
+        positions.push_back(static_cast<int64_t>(i));
+      }
+    }
+    ctx.save_for_backward(std::move(tensors));
+    ctx.set("tensor_positions", IValue(std::move(positions)));
+    ctx.set("arguments", IValue(static_cast<int64_t>(inputs.size())));
+    save_arguments(ctx, inputs);
+  };
+  f.backward = [ops = Ops(registry), composite = std::move(composite)](autograd::AutogradContext& ctx,
+                                                                      const std::vector<Tensor>& grads) {
+    // With create_graph (grad mode on here) the composite runs on the saved tensors themselves,
+    // so the gradient it gives is recorded back to them; else on detached copies.
+    const bool create_graph = autograd::GradMode::is_enabled();
+    const auto saved = ctx.saved_tensors();
+    const auto positions = ctx.get("tensor_positions").to<std::vector<int64_t>>();
+    Stack args(static_cast<size_t>(ctx.get("arguments").to_int()));
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (std::find(positions.begin(), positions.end(), static_cast<int64_t>(i)) == positions.end())
+        args[i] = saved_argument(ctx, i);
+    }
+    std::vector<Tensor> wrt;
+    std::vector<size_t> wrt_at;
+    for (size_t k = 0; k < saved.size(); ++k) {
+      const size_t i = static_cast<size_t>(positions[k]);
+      Tensor t = saved[k];
+      if (ctx.needs_input_grad(i) && t.defined()) {
+        if (!create_graph) t = t.detach().set_requires_grad(true);
+        wrt.push_back(t);
+        wrt_at.push_back(i);
+      }
+      args[i] = IValue(t);
+    }
+    std::vector<Tensor> out(args.size());
+    if (wrt.empty()) return out;
+    autograd::EnableGradGuard enable;
+    const Stack results = composite(ops, args);
+    std::vector<Tensor> roots, root_grads;
+    for (size_t j = 0; j < results.size() && j < grads.size(); ++j) {
+      const Tensor* r = results[j].get_if<Tensor>();
+      if (r != nullptr && r->defined() && r->requires_grad() && grads[j].defined()) {
+        roots.push_back(*r);
+        root_grads.push_back(grads[j]);
+      }
+    }
+    if (roots.empty()) return out;
+    const std::vector<Tensor> g = autograd::grad(roots, wrt, root_grads, /*retain_graph=*/false, create_graph,
+                                                 /*allow_unused=*/true);
+    for (size_t k = 0; k < g.size(); ++k) out[wrt_at[k]] = g[k];
+    return out;
+  };
+  return f;
 }
 
 int64_t wrap_dim(int64_t dim, int64_t rank, std::string_view op, std::string_view arg) {

@@ -941,10 +941,7 @@ KernelFunction cat_autograd_kernel(Registry& registry, const std::string& name) 
       [name, ops = Ops(registry)](const OperatorHandle& op, DispatchKeySet keys, Stack& stack) {
         const size_t base = stack.size() - 2;
         const std::vector<Tensor> tensors = stack[base].to_tensor_list();
-        bool needs_grad = false;
-        if (autograd::GradMode::is_enabled()) {
-          for (const Tensor& t : tensors) needs_grad = needs_grad || (t.defined() && t.requires_grad());
-        }
+        const bool needs_grad = call_records(op, stack);
         const CatPlan plan = needs_grad ? plan_cat(tensors, stack[base + 1].to_int(), name) : CatPlan{};
         if (!needs_grad || plan.kept.empty()) {
           op.redispatch_boxed(keys.after(DispatchKey::AutogradOther), stack);

@@ -179,6 +179,52 @@ TEST(Normalization, FormulasPassGradcheckAndGradgradcheck) {
   expect_gradients_pass("aten::native_dropout", {leaf(x), IValue(0.3), IValue(true)});
 }
 
+// native_layer_norm_backward and native_group_norm_backward are the norms' gradients through
+// their output: each agrees with the forward's formula (grad_outputs w for out, none for mean and
+// rstd) for input, weight and bias, output_mask leaves results undefined, and the ops' own
+// formulas pass gradcheck and gradgradcheck (every input, mean and rstd included).
+TEST(Normalization, BackwardOpsAreTheForwardsGradients) {
+  using Ints = std::vector<int64_t>;
+  const Tensor x = doubles({0.3, -1.2, 2.5, 0.7, -0.4, 1.9, 3.1, -2.2, 0.05, 1.4, -0.9, 0.6}, {2, 2, 3});
+  const Tensor w = doubles({1, -2, 0.5, 3, -1, 2, 0.25, 1.5, -0.5, 2, 1, -3}, {2, 2, 3});
+  {
+    Tensor in = leaf(x), weight = leaf(doubles({1, 2, 0.5, -1, 1.5, 0.25}, {2, 3})), bias = leaf(doubles({0, 1, -1, 2, 0.5, 0}, {2, 3}));
+    Stack fwd = call_all("aten::native_layer_norm", {in, IValue(Ints{2, 3}), weight, bias, IValue(1e-5)});
+    const std::vector<Tensor> want = grads_of(fwd[0].to_tensor(), {in, weight, bias}, w);
+    Stack by_op = call_all("aten::native_layer_norm_backward",
+                           {w, x, IValue(Ints{2, 3}), fwd[1].to_tensor().detach(), fwd[2].to_tensor().detach(), weight.detach(),
+                            bias.detach(), IValue(std::vector<bool>{true, true, true})});
+    for (size_t i = 0; i < 3; ++i) expect_values(by_op[i].to_tensor(), values(want[i]), 1e-10);
+    Stack masked = call_all("aten::native_layer_norm_backward",
+                            {w, x, IValue(Ints{2, 3}), fwd[1].to_tensor().detach(), fwd[2].to_tensor().detach(), weight.detach(),
+                             bias.detach(), IValue(std::vector<bool>{false, true, false})});
+    EXPECT_FALSE(masked[0].to_tensor().defined());
+    expect_values(masked[1].to_tensor(), values(want[1]), 1e-10);
+    EXPECT_FALSE(masked[2].to_tensor().defined());
+    expect_gradients_pass("aten::native_layer_norm_backward",
+                          {leaf(w), leaf(x), IValue(Ints{3}), leaf(doubles({0.1, -0.2, 0.3, 0.4}, {2, 2, 1})),
+                           leaf(doubles({1.5, 0.7, 2.0, 1.1}, {2, 2, 1})), leaf(doubles({1, 2, 0.5}, {3})), IValue(),
+                           IValue(std::vector<bool>{true, true, true})});
+  }
+  {
+    Tensor in = leaf(x), weight = leaf(doubles({1.5, -0.5}, {2}));
+    Tensor bias = leaf(doubles({0.1, 0.2}, {2}));
+    Stack fwd = call_all("aten::native_group_norm", {in, weight, bias, IValue(int64_t{2}), IValue(int64_t{2}), IValue(int64_t{3}),
+                                               IValue(int64_t{1}), IValue(1e-3)});
+    const std::vector<Tensor> want = grads_of(fwd[0].to_tensor(), {in, weight, bias}, w);
+    Stack by_op = call_all("aten::native_group_norm_backward",
+                           {w, x, fwd[1].to_tensor().detach(), fwd[2].to_tensor().detach(), weight.detach(), IValue(int64_t{2}),
+                            IValue(int64_t{2}), IValue(int64_t{3}), IValue(int64_t{1}), IValue(std::vector<bool>{true, true, true})});
+    for (size_t i = 0; i < 3; ++i) expect_values(by_op[i].to_tensor(), values(want[i]), 1e-10);
+    expect_gradients_pass("aten::native_group_norm_backward",
+                          {leaf(w), leaf(x), leaf(doubles({0.1, -0.2, 0.3, 0.4}, {2, 2})), leaf(doubles({1.5, 0.7, 2.0, 1.1}, {2, 2})),
+                           leaf(doubles({1.5, -0.5}, {2})), IValue(int64_t{2}), IValue(int64_t{2}), IValue(int64_t{3}),
+                           IValue(int64_t{2}), IValue(std::vector<bool>{true, true, true})});
+  }
+  expect_generated_gradients_pass("aten::native_layer_norm_backward", false, 8);
+  expect_generated_gradients_pass("aten::native_group_norm_backward", false, 8);
+}
+
 // Training-mode batch norm normalizes each channel (dim 1) with the batch's own statistics: hand
 // values, the same output as inference with those statistics as running ones, its formula
 // (through the mean and rstd outputs too), and no evaluation without running statistics.

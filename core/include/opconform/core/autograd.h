@@ -23,10 +23,11 @@
 // through them fails. With create_graph the formulas run in grad mode, so the gradients are
 // recorded too (double backward).
 //
-// Gradient accumulation (summing two gradients) uses a small CPU add helper on any dtype and
-// strides, or, with create_graph and an operator "aten::add.Tensor" in Registry::global(), that
-// operator through the dispatcher, so that the sum is itself recorded. Without such an operator
-// a create_graph sum is not recorded (its result does not require grad).
+// Gradient accumulation (summing two gradients) calls the operator "aten::add.Tensor" through the
+// dispatcher, so that with create_graph the sum is itself recorded and a dispatch mode (graph
+// capture) sees it: the one of the registry whose operator's node produced (or receives) the
+// gradient, else Registry::global()'s. Without such an operator it uses a small CPU add helper on
+// any dtype and strides, and a create_graph sum is not recorded (its result does not require grad).
 //
 // Threading: grad mode is thread-local; one graph should be built and run by one thread at a time.
 #pragma once
@@ -36,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -112,6 +114,8 @@ class Node : public std::enable_shared_from_this<Node> {
   Node& operator=(const Node&) = delete;
 
   virtual std::string name() const = 0;
+  // The operator whose call recorded this node (its registry sums gradients under create_graph).
+  virtual std::optional<OperatorHandle> recorded_by() const;
   // Maps the gradients of the forward outputs (undefined where none flowed) to the gradients of
   // the forward inputs: exactly one entry per next edge (undefined = no gradient).
   virtual std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) = 0;

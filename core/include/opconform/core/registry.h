@@ -137,6 +137,8 @@ class OperatorHandle {
   const FunctionSchema& schema() const;
   const std::vector<Tag>& tags() const { return entry_->tags; }
   bool has_tag(Tag t) const;
+  // Another operator of the registry this one belongs to (nullopt when it has none by that name).
+  std::optional<OperatorHandle> find_in_registry(std::string_view name) const;
   // The data its definer set (op_data.h; an empty OpData when none). Shared, so it stays valid
   // when the data is replaced or the op undefined meanwhile.
   std::shared_ptr<const OpData> data() const;

@@ -24,6 +24,7 @@
 #include "opconform/core/op_data.h"
 #include "opconform/core/source_location.h"
 #include "opconform/core/vmap.h"
+#include "opconform/reference/detail/op_support.h"
 
 namespace opconform::reference::detail {
 
@@ -61,6 +62,10 @@ class OpBuilder {
   // The autograd formula. double_backward: the backward is written with registry ops.
   OpBuilder& autograd(autograd::BackwardFn backward, autograd::SetupContextFn setup = nullptr,
                       bool double_backward = true);
+  // The formula of an op that is a composite of registry ops (Note [Backward ops as composites]).
+  OpBuilder& autograd(CompositeFormula formula) {
+    return autograd(std::move(formula.backward), std::move(formula.setup), /*double_backward=*/true);
+  }
   // A kernel of the op's own at DispatchKey::Autograd, for gradients a formula cannot give (cat:
   // core's autograd has none for Tensor[] arguments) or formulas that need more than
   // setup_context sees (in-place ops reading self from before the write: op_support.h).

@@ -107,6 +107,25 @@ using InplaceSetupFn = std::function<void(autograd::AutogradContext& ctx, const 
 // aten::clone of self, so that double backward reaches self's earlier history through it.
 KernelFunction inplace_autograd_kernel(Registry& registry, autograd::BackwardFn backward, InplaceSetupFn setup);
 
+// Whether a call records a gradient: grad mode is on and a tensor argument requires grad.
+bool call_records(const OperatorHandle& op, const Stack& stack);
+
+// Note [Backward ops as composites]: an op that is another op's gradient (native_layer_norm_backward,
+// native_group_norm_backward, convolution_backward) is differentiable in every input through its
+// own formula written with registry ops, `composite` (the call's arguments in, its results out,
+// undefined Tensors where output_mask is false). Its CPU kernel is written apart (float64
+// loops), so gradcheck compares the composite's gradient with finite differences of an
+// independent kernel. The backward re-runs the composite on the saved arguments and
+// differentiates it (autograd::grad inside the formula): nothing of the composite is saved in
+// the forward, so graph capture sees the backward as calls on the op's own inputs and outputs,
+// and with create_graph the gradient is recorded (double backward).
+using CompositeFn = std::function<Stack(const Ops& ops, const Stack& args)>;
+struct CompositeFormula {
+  autograd::BackwardFn backward;
+  autograd::SetupContextFn setup;
+};
+CompositeFormula composite_formula(Registry& registry, CompositeFn composite);
+
 // ---- samples ----
 
 // A dim of a tensor of `rank`, negative about half the time (rank 0: -1 or 0).
