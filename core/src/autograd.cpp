@@ -92,10 +92,12 @@ Tensor cpu_add(const Tensor& a, const Tensor& b) {
 }
 
 // `nodes`: the nodes whose registries may sum (the first that has an add wins).
-// The sum goes through the dispatcher when an add exists, as PyTorch's engine sums with an
-// operator: with create_graph it is recorded, and a dispatch mode (graph capture) sees it.
+// With create_graph, or under a dispatch mode (graph capture), the sum is an operator call, as
+// PyTorch's engine sums with one: recorded in the first case, seen by the mode in the second.
+// Otherwise nothing can observe it and the CPU helper is cheaper (a registry's add may be
+// written for clarity: the reference's reads every element as float64).
 Tensor accumulate(const Tensor& a, const Tensor& b, std::initializer_list<const Node*> nodes = {}) {
-  {
+  if (GradMode::is_enabled() || local_dispatch_key_set().included.has(DispatchKey::DispatchMode)) {
     std::optional<OperatorHandle> add;
     for (const Node* n : nodes) {
       std::optional<OperatorHandle> op = n != nullptr ? n->recorded_by() : std::nullopt;

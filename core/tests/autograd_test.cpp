@@ -10,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <thread>
 
@@ -549,6 +550,18 @@ TEST(DoubleBackwardTest, SecondAndThirdDerivativesOfSin) {
   EXPECT_FALSE(ggg.requires_grad());
 }
 
+// Defines aten::add.Tensor in `lib`'s registry with a formula, counting its calls in `adds`.
+void define_counting_add(Library& lib, int& adds) {
+  lib.define("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor");
+  lib.impl("add.Tensor", [&adds](const Tensor& a, const Tensor& b, const Scalar&) {
+    ++adds;
+    return map2(a, b, [](double p, double q) { return p + q; });
+  }, DispatchKey::CPU);
+  register_autograd(lib, "add.Tensor", [](AutogradContext&, const std::vector<Tensor>& go) {
+    return std::vector<Tensor>{go[0], go[0], Tensor()};
+  });
+}
+
 TEST(DoubleBackwardTest, CreateGraphSumsThroughAtenAddWhenItExists) {
   Tensor x = leaf({1.5, -0.5});
   // Without aten::add.Tensor in the ops' registry or the global one, the two contributions of
@@ -558,15 +571,8 @@ TEST(DoubleBackwardTest, CreateGraphSumsThroughAtenAddWhenItExists) {
   EXPECT_FALSE(g.requires_grad());
 
   Library aten("aten", LibraryKind::FRAGMENT, std::nullopt, Registry::global());
-  aten.define("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor");
   int adds = 0;
-  aten.impl("add.Tensor", [&](const Tensor& a, const Tensor& b, const Scalar&) {
-    ++adds;
-    return map2(a, b, [](double p, double q) { return p + q; });
-  }, DispatchKey::CPU);
-  register_autograd(aten, "add.Tensor", [](AutogradContext&, const std::vector<Tensor>& go) {
-    return std::vector<Tensor>{go[0], go[0], Tensor()};
-  });
+  define_counting_add(aten, adds);
   g = grad({tsum(tmul(x, x))}, {x}, {}, false, true)[0];
   expect_values(g, {3.0, -1.0});
   EXPECT_EQ(adds, 1);
@@ -575,30 +581,44 @@ TEST(DoubleBackwardTest, CreateGraphSumsThroughAtenAddWhenItExists) {
   expect_values(grad({tsum(g)}, {x})[0], {2.0, 2.0});
 }
 
+// A mode that counts the calls it sees.
+struct CountingMode final : DispatchMode {
+  std::vector<std::string> seen;
+  void dispatch(const OperatorHandle& op, Stack& stack) override {
+    seen.push_back(op.name());
+    redispatch(op, stack);
+  }
+};
+
 TEST(DoubleBackwardTest, SumsUseTheAddOfTheRegistryThatRecordedTheNodes) {
-  // The ops of reg() (not the global registry) sum with reg()'s add, with or without create_graph
-  // (a dispatch mode, such as graph capture, must see every sum).
+  // The ops of reg() (not the global registry) sum with reg()'s add under create_graph, and under
+  // a dispatch mode (graph capture must see every sum); a plain backward sums on the CPU helper.
   Tensor x = leaf({1.5, -0.5});
   Library aten("aten", LibraryKind::FRAGMENT, std::nullopt, reg());
-  aten.define("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor");
   int adds = 0;
-  aten.impl("add.Tensor", [&](const Tensor& a, const Tensor& b, const Scalar&) {
-    ++adds;
-    return map2(a, b, [](double p, double q) { return p + q; });
-  }, DispatchKey::CPU);
-  register_autograd(aten, "add.Tensor", [](AutogradContext&, const std::vector<Tensor>& go) {
-    return std::vector<Tensor>{go[0], go[0], Tensor()};
-  });
+  define_counting_add(aten, adds);
   Tensor g = grad({tsum(tmul(x, x))}, {x}, {}, false, /*create_graph=*/true)[0];
   expect_values(g, {3.0, -1.0});
   EXPECT_EQ(adds, 1);
   ASSERT_TRUE(g.requires_grad());
   expect_values(grad({tsum(g)}, {x})[0], {2.0, 2.0});
+
   adds = 0;
   g = grad({tsum(tmul(x, x))}, {x})[0];
   expect_values(g, {3.0, -1.0});
-  EXPECT_EQ(adds, 1);
+  EXPECT_EQ(adds, 0);
   EXPECT_FALSE(g.requires_grad());
+
+  RegistrationHandle fallback = install_dispatch_mode_fallback(reg());
+  auto mode = std::make_shared<CountingMode>();
+  Tensor root = tsum(tmul(x, x));
+  {
+    DispatchModeGuard guard(mode);
+    g = grad({root}, {x})[0];
+  }
+  expect_values(g, {3.0, -1.0});
+  EXPECT_EQ(adds, 1);
+  EXPECT_EQ(std::count(mode->seen.begin(), mode->seen.end(), "aten::add.Tensor"), 1);
 }
 
 // ---------------------------------------------------------------- fallback and checks

@@ -71,7 +71,8 @@ class VmapTest : public ::testing::Test {
     lib.impl("scale_", [](const Tensor& a) { return a; }, DispatchKey::CPU);
     lib.impl("noise", [](const Tensor& a) { return a.clone(); }, DispatchKey::CPU);
     lib.impl("masked_pair", [](const Tensor& a, std::vector<bool> mask) {
-      // Defined for the sample whose first element is negative only when mask[1] says "mixed".
+      // mask {false, true}: the second output is undefined for the samples whose first element
+      // is negative only, as a kernel inconsistent across the batch would be.
       bool second = mask[1] && (a.numel() == 0 || a.const_data_ptr<float>()[0] >= 0 || mask[0]);
       return std::tuple{mask[0] ? a.clone() : Tensor(), second ? a.clone() : Tensor()};
     }, DispatchKey::CPU);

@@ -388,8 +388,9 @@ std::tuple<Tensor, Tensor, Tensor> empty_norm_backward_results(const std::vector
           mask[1] ? empty(param_sizes, params) : Tensor(), mask[2] ? empty(param_sizes, params) : Tensor()};
 }
 
-// The composite's common part, in float64 (rounded once at the end, as the CPU kernel): x̂ and
-// gx̂ of rows shaped `row_shape` (statistics broadcast over `dims`), and the results.
+// The composites' common part, in float64 (rounded once at the end, as the CPU kernels): from
+// the rows' g, x̂, gx̂ and rstd (each op shapes its rows; `dims` are the normalized ones), the
+// results where output_mask asks, per_param summing a row-shaped tensor to the parameters' shape.
 struct NormBackwardComposite {
   Tensor g, xhat, gxhat, rstd;
 };
@@ -398,8 +399,8 @@ Stack norm_backward_outputs(const Ops& ops, const NormBackwardComposite& c, cons
   Stack out(3, IValue(Tensor()));
   if (mask[0]) out[0] = IValue(ops.to(ops.reshape(normalized_grad(ops, c.gxhat, c.xhat, c.rstd, dims), sizes_of(input)), input.dtype()));
   if (mask[1]) out[1] = IValue(ops.to(per_param(ops.mul(c.g, c.xhat)), param_dtype));
-  // A clone where no dim is summed: the result must not alias grad_out.
-  if (mask[2]) out[2] = IValue(ops.to(ops.tensor("aten::clone", {per_param(c.g)}), param_dtype));
+  // per_param always sums (over the rows), so neither result aliases grad_out.
+  if (mask[2]) out[2] = IValue(ops.to(per_param(c.g), param_dtype));
   return out;
 }
 

@@ -169,7 +169,7 @@ CompositeFormula composite_formula(Registry& registry, CompositeFn composite) {
     }
     ctx.save_for_backward(std::move(tensors));
     ctx.set("tensor_positions", IValue(std::move(positions)));
-    ctx.set("arguments", IValue(static_cast<int64_t>(inputs.size())));
+    save_argument_count(ctx, inputs);
     save_arguments(ctx, inputs);
   };
   f.backward = [ops = Ops(registry), composite = std::move(composite)](autograd::AutogradContext& ctx,

@@ -23,11 +23,12 @@
 // through them fails. With create_graph the formulas run in grad mode, so the gradients are
 // recorded too (double backward).
 //
-// Gradient accumulation (summing two gradients) calls the operator "aten::add.Tensor" through the
-// dispatcher, so that with create_graph the sum is itself recorded and a dispatch mode (graph
-// capture) sees it: the one of the registry whose operator's node produced (or receives) the
-// gradient, else Registry::global()'s. Without such an operator it uses a small CPU add helper on
-// any dtype and strides, and a create_graph sum is not recorded (its result does not require grad).
+// Gradient accumulation (summing two gradients) uses a small CPU add helper on any dtype and
+// strides, or, with create_graph or under a dispatch mode, the operator "aten::add.Tensor"
+// through the dispatcher, so that the sum is itself recorded and a mode (graph capture) sees it:
+// the add of the registry whose operator's node produced (or receives) the gradient, else
+// Registry::global()'s. Without such an operator a create_graph sum is not recorded (its result
+// does not require grad).
 //
 // Threading: grad mode is thread-local; one graph should be built and run by one thread at a time.
 #pragma once
