@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <mutex>
@@ -92,9 +94,12 @@ TEST_F(ThreadSafetyTest, TheSameTableBehindCallOnceIsThreadSafe) {
 // Beyond the list in the issue: state shared by every call, not only by the first ones.
 TEST_F(ThreadSafetyTest, AStaticScratchBufferSharedByCallsFails) {
   auto op = custom_op("t::static_scratch", std::function<Tensor(const Tensor&)>([](const Tensor& x) {
-                        static std::vector<float> scratch;  // SEEDED BUG: one buffer for every caller
-                        const int64_t n = x.numel();
-                        scratch.assign(x.const_data_ptr<float>(), x.const_data_ptr<float>() + n);
+                        // SEEDED BUG: one buffer for every caller. Its size is fixed so that the race
+                        // corrupts values only: a vector reassigned by two threads frees the other's
+                        // storage, a use-after-free that ASan (rightly) stops the test on.
+                        static std::array<float, 1024> scratch;
+                        const int64_t n = std::min<int64_t>(x.numel(), scratch.size());
+                        std::copy(x.const_data_ptr<float>(), x.const_data_ptr<float>() + n, scratch.begin());
                         for (int64_t i = 0; i < n; ++i) scratch[i] = scratch[i] * 0.5f + 1.0f;
                         std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the window, as in fill()
                         Tensor out = empty(x.sizes(), x.options());
