@@ -1,4 +1,4 @@
-// Hand-derived values and identities for convolution and pooling: small 1-d and 2-d cases worked
+// Hand-derived values and identities for convolution, col2im and pooling: small 1-d and 2-d cases worked
 // out by hand, the adjoint identity <conv(x, w), y> = <x, conv_transpose(y, w)>, and pooling
 // windows whose maxima and means are read off the input.
 #include <gtest/gtest.h>
@@ -199,6 +199,99 @@ TEST(Pooling, MaxPoolBackwardOpIsTheForwardsGradient) {
     expect_values(by_op, values(grad_of(y, x, w)));
   }
   expect_generated_gradients_pass("aten::max_pool2d_with_indices_backward", false, 6);
+}
+
+// convolution_backward is convolution's gradient: its CPU kernel (loops) agrees with the
+// gradients of convolution's formula, plain, grouped-strided-padded-dilated and transposed, and
+// output_mask leaves out what it does not ask for.
+TEST(Convolution, BackwardOpIsTheForwardsGradient) {
+  struct Args {
+    Ints stride, padding, dilation;
+    bool transposed;
+    Ints output_padding;
+    int64_t groups;
+  };
+  Tensor x0 = doubles({0.3, -1.2, 2.5, 0.7, -0.4, 1.9, 3.1, -2.2, 0.05, 1.4, -0.9, 0.6, 0.2, -0.3, 1.1, 0.8}, {1, 2, 2, 4});
+  Tensor w0 = doubles({1.5, -0.5, 0.25, 2, -1, 0.75, 0.5, 1.25}, {2, 1, 2, 2});
+  for (const Args& a : {Args{{1, 1}, {0, 0}, {1, 1}, false, {0, 0}, 1}, Args{{1, 2}, {1, 1}, {1, 2}, false, {0, 0}, 2},
+                        Args{{2, 2}, {0, 1}, {1, 1}, true, {1, 0}, 2}}) {
+    Tensor x = leaf(a.groups == 1 ? x0.reshape({1, 2, 2, 4}) : x0), w = leaf(a.groups == 1 ? w0.reshape({2, 2, 1, 2}) : w0);
+    Tensor b = leaf(doubles({0.1, -0.2}, {2}));
+    auto forward = [&] { return conv(x, w, b, a.stride, a.padding, a.dilation, a.transposed, a.output_padding, a.groups); };
+    const Tensor g = iota(sizes_of(forward())).to(DType::Float64);
+    const Stack by_op = call_all("aten::convolution_backward",
+                                 {g, x.detach(), w.detach(), IValue(sizes_of(b)), IValue(a.stride), IValue(a.padding),
+                                  IValue(a.dilation), IValue(a.transposed), IValue(a.output_padding), IValue(a.groups),
+                                  IValue(std::vector<bool>{true, true, true})});
+    expect_values(by_op.at(0).to_tensor(), values(grad_of(forward(), x, g)));
+    expect_values(by_op.at(1).to_tensor(), values(grad_of(forward(), w, g)));
+    expect_values(by_op.at(2).to_tensor(), values(grad_of(forward(), b, g)));
+    const Stack some = call_all("aten::convolution_backward",
+                                {g, x.detach(), w.detach(), IValue(), IValue(a.stride), IValue(a.padding), IValue(a.dilation),
+                                 IValue(a.transposed), IValue(a.output_padding), IValue(a.groups),
+                                 IValue(std::vector<bool>{false, true, false})});
+    EXPECT_FALSE(some.at(0).to_tensor().defined());
+    EXPECT_TRUE(some.at(1).to_tensor().defined());
+    EXPECT_FALSE(some.at(2).to_tensor().defined());
+  }
+  expect_generated_gradients_pass("aten::convolution_backward", false, 6);
+}
+
+Tensor col2im(const Tensor& self, Ints output_size, Ints kernel, Ints dilation, Ints padding, Ints stride) {
+  return call("aten::col2im", {self, IValue(output_size), IValue(kernel), IValue(dilation), IValue(padding), IValue(stride)});
+}
+
+// col2im sums each block's column into the image: worked out by hand, and its gradient (im2col)
+// reads every block's kernel positions back out of the (padded) image.
+TEST(Col2im, FoldsBlocksByHand) {
+  // One channel, 2x2 kernel, stride 1 over a 2x3 image: 2 blocks [[a b], [c d]] at columns 0 and 1.
+  Tensor cols = doubles({1, 10, 2, 20, 3, 30, 4, 40}, {4, 2});  // rows: kernel (0,0), (0,1), (1,0), (1,1)
+  expect_values(col2im(cols, {2, 3}, {2, 2}, {1, 1}, {0, 0}, {1, 1}), {1, 12, 20, 3, 34, 40});
+  // Padding 1, stride 2, a 1x1 kernel on a 2x2 image: blocks at (-1,-1), (-1,1), (1,-1), (1,1):
+  // only the last lands inside, at (1, 1).
+  expect_values(col2im(doubles({5, 6, 7, 8}, {1, 1, 4}), {2, 2}, {1, 1}, {1, 1}, {1, 1}, {2, 2}), {0, 0, 0, 8});
+  // im2col of the gradient: block b's column k reads the image at its kernel position k.
+  Tensor x = leaf(doubles({1, 10, 2, 20, 3, 30, 4, 40}, {4, 2}));
+  Tensor y = col2im(x, {2, 3}, {2, 2}, {1, 1}, {0, 0}, {1, 1});
+  expect_values(grad_of(y, x, doubles({1, 2, 3, 4, 5, 6}, {1, 2, 3})), {1, 2, 2, 3, 4, 5, 5, 6});
+  expect_gradients_pass("aten::col2im", {leaf(iota({2, 8, 4}).to(DType::Float64)), IValue(Ints{3, 4}), IValue(Ints{2, 2}),
+                                         IValue(Ints{1, 2}), IValue(Ints{1, 0}), IValue(Ints{2, 1})});
+  // The block count must match: a 2x3 image holds 2 blocks of a 2x2 kernel, not 3.
+  EXPECT_NE(error_of("aten::col2im", {doubles({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {4, 3}), IValue(Ints{2, 3}),
+                                      IValue(Ints{2, 2}), IValue(Ints{1, 1}), IValue(Ints{0, 0}), IValue(Ints{1, 1})})
+                .find("sliding blocks"),
+            std::string::npos);
+  EXPECT_THROW(col2im(doubles({1, 2, 3}, {3, 1}), {1, 1}, {2, 1}, {1, 1}, {0, 0}, {1, 1}), Error);  // 3 % 2 != 0
+}
+
+// 3-d pooling is 2-d pooling's rules over one more dim: windows over (t, h, w), indices
+// (t * H + h) * W + w within a plane, the divisor counting the clipped 3-d window.
+TEST(Pooling, ThreeDimensionalByHand) {
+  // 0..15 as [1, 2, 2, 4]: 2x2x2 windows with stride 2 hold {0,1,4,5,8,9,12,13} and {2,3,6,7,10,11,14,15}.
+  Tensor x = iota({1, 2, 2, 4}).to(DType::Float64);
+  auto out = call_all("aten::max_pool3d_with_indices", {x, IValue(Ints{2}), IValue(Ints{2}), IValue(Ints{0}), IValue(Ints{1}), IValue(false)});
+  expect_values(out.at(0).to_tensor(), {13, 15});
+  EXPECT_EQ(out.at(1).to_tensor().to_vector<int64_t>(), (std::vector<int64_t>{13, 15}));
+  expect_values(call("aten::avg_pool3d", {x, IValue(Ints{2}), IValue(Ints{2}), IValue(Ints{0}), IValue(false), IValue(true), IValue()}),
+                {6.5, 8.5});
+  // Padding 1 with a 3x1x1 kernel along t only: the clipped window [0, 2) along t; count_include_pad
+  // divides by 3, without it by 2.
+  const Stack args{x, IValue(Ints{3, 1, 1}), IValue(Ints{2, 2, 4}), IValue(Ints{1, 0, 0})};
+  auto avg = [&](bool include_pad) {
+    Stack a = args;
+    a.insert(a.end(), {IValue(false), IValue(include_pad), IValue()});
+    return call("aten::avg_pool3d", a);
+  };
+  expect_values(avg(true), {8.0 / 3});   // (0 + 8) / 3
+  expect_values(avg(false), {4});         // (0 + 8) / 2
+  EXPECT_THROW(call("aten::max_pool3d_with_indices", {iota({2, 3, 3}).to(DType::Float64), IValue(Ints{2}), IValue(Ints{}),
+                                                      IValue(Ints{0}), IValue(Ints{1}), IValue(false)}),
+               Error);  // 3-d input: (C, H, W) is not enough
+  Tensor y = doubles({0.3, -1.2, 2.5, 0.7, -0.4, 1.9, 3.1, -2.2, 0.05, 1.4, -0.9, 0.6, 0.2, -0.3, 1.1, 0.8, 2.2, -1.7}, {1, 2, 3, 3});
+  expect_gradients_pass("aten::max_pool3d_with_indices",
+                        {leaf(y), IValue(Ints{2}), IValue(Ints{1}), IValue(Ints{1}), IValue(Ints{1, 1, 2}), IValue(true)});
+  expect_gradients_pass("aten::avg_pool3d", {leaf(y), IValue(Ints{2, 3, 2}), IValue(Ints{1, 2, 1}), IValue(Ints{1, 1, 1}),
+                                             IValue(true), IValue(false), IValue()});
 }
 
 }  // namespace
