@@ -196,15 +196,10 @@ class StrideInvariance final : public Check {
       return make_result(name(), Outcome::skipped,
                          concat("'", ctx.op.name(), "' returns its input's layout, which a change of layout changes"));
     }
-    // An op that takes strides (as_strided) addresses its input's storage, not its values: a
-    // different layout of the same values is a different input to it.
-    if (ctx.op.has_schema()) {
-      for (const auto& a : ctx.op.schema().arguments) {
-        if (a.name == "stride" && a.type.is_list() && !a.type.is_tensor_like()) {
-          return make_result(name(), Outcome::skipped,
-                             concat("'", ctx.op.name(), "' takes strides: it is defined on the storage, not on the values"));
-        }
-      }
+    if (ctx.op.data()->addresses_storage) {  // Note [Ops that address storage]
+      return make_result(name(), Outcome::skipped,
+                         concat("'", ctx.op.name(), "' addresses its input's storage through strides of its own: "
+                                "another layout of the same values is another input to it"));
     }
     size_t compared = 0, mistrusted = 0;
     for (size_t a = 0; a < args.size(); ++a) {

@@ -189,17 +189,32 @@ TEST_F(PropertiesTest, EdgeShapesAcceptsAClearErrorWhenEdgeShapesDoNotBroadcast)
   EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
 }
 
-TEST_F(PropertiesTest, StrideInvarianceSkipsOpsThatTakeStrides) {
-  // as_strided reads the storage: an offset view of the same values is another input to it.
+// Note [Ops that address storage]: as_strided reads the storage, so an offset view of the same
+// values is another input to it: flagged until its data says so, then skipped. An argument named
+// `stride` (convolution's, pooling's) says nothing of the kind: such an op is checked.
+TEST_F(PropertiesTest, StrideInvarianceSkipsOnlyOpsDeclaredToAddressStorage) {
   Library lib("t", LibraryKind::DEF, std::nullopt, registry);
   lib.define("strided(Tensor(a) self, int[] size, int[] stride) -> Tensor(a)");
   lib.impl("strided", [](const Tensor& x, const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
     return x.as_strided(size, stride);
   }, DispatchKey::CompositeExplicitAutograd);
-  Sample sample({IValue(values({4})), IValue(std::vector<int64_t>{2}), IValue(std::vector<int64_t>{2})});
-  CheckResult r = detail::make_stride_invariance()->run({registry.get("t::strided"), sample, tolerance, registry});
+  lib.define("every_other(Tensor self, int[] stride) -> Tensor");
+  lib.impl("every_other", [](const Tensor& x, const std::vector<int64_t>& stride) {
+    return x.slice(0, 0, x.size(0), stride.at(0)).clone();
+  }, DispatchKey::CompositeExplicitAutograd);
+  auto run_on = [&](const std::string& op, Stack args) {
+    return detail::make_stride_invariance()->run({registry.get(op), Sample(std::move(args)), tolerance, registry});
+  };
+  const Stack strided_args{IValue(values({4})), IValue(std::vector<int64_t>{2}), IValue(std::vector<int64_t>{2})};
+  EXPECT_EQ(run_on("t::strided", strided_args).outcome, Outcome::failed);
+  OpData data;
+  data.addresses_storage = true;
+  registry.set_op_data("t::strided", data);
+  CheckResult r = run_on("t::strided", strided_args);
   EXPECT_EQ(r.outcome, Outcome::skipped);
-  EXPECT_THAT(r.message, HasSubstr("takes strides"));
+  EXPECT_THAT(r.message, HasSubstr("addresses its input's storage"));
+  r = run_on("t::every_other", {IValue(values({6})), IValue(std::vector<int64_t>{2})});
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
 }
 
 // ---- vmap_consistency ----

@@ -22,7 +22,8 @@ const ToleranceOverride* OpData::tolerance_for(DType dtype) const {
 
 bool OpData::empty() const {
   return family.empty() && doc.empty() && constraints.args.empty() && constraints.relations.empty() &&
-         constraints.dtypes.empty() && !sample_builder && tolerances.empty() && !rounding && !double_backward && !layout_query;
+         constraints.dtypes.empty() && !sample_builder && tolerances.empty() && !rounding && !double_backward && !layout_query &&
+         !addresses_storage;
 }
 
 void validate_op_data(const FunctionSchema& schema, const OpData& data) {

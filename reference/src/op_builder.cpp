@@ -69,6 +69,11 @@ OpBuilder& OpBuilder::layout_query() {
   return commit();
 }
 
+OpBuilder& OpBuilder::addresses_storage() {
+  data_.addresses_storage = true;
+  return commit();
+}
+
 OpBuilder& OpBuilder::commit() {
   lib_->registry().set_op_data(name_, data_);
   return *this;

@@ -729,7 +729,7 @@ void register_as_strided(Library& lib, const std::string& fam) {
   auto kernel = [](const Tensor& self, Ints size, Ints stride, std::optional<int64_t> offset) {
     return self.as_strided(size, stride, offset);
   };
-  b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
+  b.composite_explicit(kernel).fake(kernel).dtypes(kAll).addresses_storage();
   // Backward over the storage: the gradient added at the output's storage positions, then read
   // back through self's geometry; where self's elements share memory each gets its share.
   b.autograd(

@@ -65,6 +65,11 @@ struct OpData {
   // that hold results invariant under a change of layout (stride_invariance, and the graph
   // replay of test_aot_dispatch_dynamic on inputs of other strides) do not apply to it.
   bool layout_query = false;
+  // Note [Ops that address storage]: the op reads its input's storage through sizes and strides
+  // of its own (as_strided, as_strided_scatter), so another layout of the same values is another
+  // input to it and stride_invariance does not apply. Said by the op's data, never guessed from
+  // an argument's name: convolution and pooling take a `stride` too and must be checked.
+  bool addresses_storage = false;
 
   // The override for `dtype`, or null.
   const ToleranceOverride* tolerance_for(DType dtype) const;

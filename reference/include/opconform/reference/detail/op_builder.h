@@ -81,6 +81,8 @@ class OpBuilder {
   OpBuilder& rounding(RoundingContract contract = {});
   // The op's result is its input's layout (Note [Layout queries] in core/op_data.h).
   OpBuilder& layout_query();
+  // The op reads its input's storage through strides of its own (Note [Ops that address storage]).
+  OpBuilder& addresses_storage();
 
  private:
   // Stores data_ as the op's data (validated against its schema).
