@@ -8,21 +8,38 @@
 # Time (CI: 2 cores, goal under 30 minutes): every preset links with lld, the sanitizer presets
 # keep line tables only (-g1: 10% less compile time than -g, the same stack traces), the ASan
 # pass checks each reference case on 6 samples (the default build on 50), and each fuzz target's
-# smoke test fuzzes 20 s.
+# smoke test fuzzes 20 s. Each phase's time is printed at the end (also when a phase fails), so
+# a CI log says where the time went.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+
+phases=()
+started=$SECONDS
+phase() {  # phase NAME COMMAND...: runs the command and records its wall time
+  local name=$1 t=$SECONDS
+  shift
+  echo "== test.sh: $name"
+  "$@" || { local rc=$?; phases+=("$name $((SECONDS - t)) s (failed: exit $rc)"); exit "$rc"; }
+  phases+=("$name $((SECONDS - t)) s")
+}
+summary() {
+  echo "== test.sh: phase times (total $((SECONDS - started)) s)"
+  for p in "${phases[@]}"; do echo "   $p"; done
+}
+trap summary EXIT
+
+phase install-deps bash scripts/install-deps.sh
 jobs="$(nproc)"
-cmake --preset default
-cmake --build --preset default -j "$jobs"
-ctest --preset default -j "$jobs"
+phase configure-default cmake --preset default
+phase build-default cmake --build --preset default -j "$jobs"
+phase test-default ctest --preset default -j "$jobs"
 if [[ "${OPCONFORM_SKIP_ASAN:-0}" != 1 ]]; then
-  cmake --preset asan
-  cmake --build --preset asan -j "$jobs"
-  ctest --preset asan -j "$jobs"
+  phase configure-asan cmake --preset asan
+  phase build-asan cmake --build --preset asan -j "$jobs"
+  phase test-asan ctest --preset asan -j "$jobs"
 fi
 if [[ "${OPCONFORM_SKIP_FUZZ:-0}" != 1 ]]; then
-  cmake --preset fuzz
-  cmake --build --preset fuzz -j "$jobs" --target fuzz
-  ctest --preset fuzz -j "$jobs"
+  phase configure-fuzz cmake --preset fuzz
+  phase build-fuzz cmake --build --preset fuzz -j "$jobs" --target fuzz
+  phase test-fuzz ctest --preset fuzz -j "$jobs"
 fi
