@@ -13,6 +13,7 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::kReadOnly: return "read-only";
     case ErrorCode::kDevice: return "device error";
     case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kDataDependentOutput: return "data-dependent output";
   }
   return "error";
 }

@@ -1407,9 +1407,33 @@ void register_sym_queries(Library& lib, const std::string& fam) {
   }
 }
 
+// _local_scalar_dense: the value of a one-element tensor (Tensor.item()), a Scalar of its kind
+// (bool, int, float, complex). Its result is data, so its fake kernel reports a data-dependent
+// output (ErrorCode::kDataDependentOutput, PyTorch's DataDependentOutputException) rather than
+// invent a value that a captured graph would bake in.
+void register_local_scalar_dense(Library& lib, const std::string& fam) {
+  OpBuilder b(lib, "aten::_local_scalar_dense(Tensor self) -> Scalar", fam,
+              "the value of a one-element tensor, as a Scalar (Tensor.item())", {Tag::data_dependent_output});
+  const std::string name = b.name();
+  b.cpu([name](const Tensor& self) {
+     OPCONFORM_CHECK(self.numel() == 1, ErrorCode::kInvalidArgument, name, ": argument 'self' of shape ",
+                     shape_string(self.sizes()), " has ", self.numel(), " elements; only a one-element tensor converts to a Scalar");
+     return self.item();
+   })
+      .fake([name](const Tensor&) -> Scalar {
+        throw Error(ErrorCode::kDataDependentOutput,
+                    ::opconform::detail::concat(name, ": the result is the value of 'self', which a fake tensor does not have"));
+      })
+      .dtypes(kAll)
+      .samples([](SampleDraw& draw) {  // one element, 0-d or with sizes of 1
+        return Stack{IValue(draw.tensor(Ints(static_cast<size_t>(draw.integer(0, 2)), 1), draw.dtype()))};
+      });
+}
+
 void register_shape(Library& lib) {
   const std::string fam = "shape";
   register_sym_queries(lib, fam);
+  register_local_scalar_dense(lib, fam);
   register_view(lib, fam);
   register_expand(lib, fam);
   register_unsqueeze(lib, fam);

@@ -23,6 +23,10 @@ enum class ErrorCode {
   kReadOnly,          // a write to read-only memory (e.g. an imported read-only DLPack tensor)
   kDevice,            // a device is missing or unusable (no GPU, CUDA error)
   kInternal,          // a broken invariant inside opconform
+  // The result is a value of tensor data (Tensor.item(), aten::_local_scalar_dense), which a fake
+  // tensor does not have: PyTorch's DataDependentOutputException. A fake kernel throws it instead
+  // of inventing a value that a captured graph would bake in; a capture breaks there.
+  kDataDependentOutput,
 };
 
 std::string_view to_string(ErrorCode code);
