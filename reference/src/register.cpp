@@ -19,6 +19,10 @@ ReferenceRegistration register_reference_ops(Registry& registry, bool install_fa
   register_shape(lib);
   register_creation(lib);
   register_sorting(lib);
+  register_distance(lib);
+  register_grid_sampling(lib);
+  register_embedding_bag(lib);
+  register_fft(lib);
   register_autocast_rules(lib);  // last: the rules name ops of every family
   if (install_fallbacks) out.fallbacks = install_builtin_fallbacks(registry);
   return out;

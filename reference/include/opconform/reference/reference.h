@@ -31,6 +31,10 @@ void register_indexing(Library& lib);            // gather, scatter, index, embe
 void register_shape(Library& lib);               // views, cat, flip, repeat, pad, copies
 void register_creation(Library& lib);            // full, arange, empty, random
 void register_sorting(Library& lib);             // sort, topk, nonzero
+void register_distance(Library& lib);            // _cdist_forward, _pdist_forward
+void register_grid_sampling(Library& lib);       // grid_sampler_2d
+void register_embedding_bag(Library& lib);       // _embedding_bag
+void register_fft(Library& lib);                 // _fft_r2c, _fft_c2r
 // PyTorch's autocast lists (CPU and CUDA) on the ops above that they name (autocast_rules.cpp).
 void register_autocast_rules(Library& lib);
 
