@@ -119,6 +119,24 @@ TEST(AotDispatchDynamic, AFakeKernelThatReadsDataCannotBeCaptured) {
   EXPECT_NE(r.message.find("t::reads"), std::string::npos) << r.message;
 }
 
+// Tensor.item() has no graph: a capture breaks at its data-dependent output. The reference's
+// _local_scalar_dense (tagged data_dependent_output) is skipped, saying so; an untagged op whose
+// fake kernel claims a data-dependent output fails capture.
+TEST(AotDispatchDynamic, ADataDependentOutputBreaksTheCaptureAndIsSkippedOnlyWhenTagged) {
+  ToleranceSpec tolerance;
+  Sample sample({IValue(iota({1}))});
+  CheckResult r = check_named("test_aot_dispatch_dynamic").run({registry().get("aten::_local_scalar_dense"), sample, tolerance, registry()});
+  EXPECT_EQ(r.outcome, Outcome::skipped) << r.message;
+  EXPECT_NE(r.message.find("a capture breaks at it"), std::string::npos) << r.message;
+  Library lib("t", LibraryKind::DEF, std::nullopt, registry());
+  lib.define("untagged_item(Tensor x) -> Scalar");
+  lib.impl("untagged_item", [](const Tensor& x) { return x.item(); }, DispatchKey::CPU);
+  lib.impl("untagged_item", [](const Tensor&) -> Scalar { throw Error(ErrorCode::kDataDependentOutput, "t::untagged_item"); },
+           DispatchKey::Fake);
+  r = check_named("test_aot_dispatch_dynamic").run({registry().get("t::untagged_item"), sample, tolerance, registry()});
+  EXPECT_EQ(r.outcome, Outcome::failed) << r.message;
+}
+
 TEST(AotDispatchDynamic, IsOneOfOpchecksDefaultTests) {
   const auto all = check_names();
   EXPECT_EQ(std::count(all.begin(), all.end(), "test_aot_dispatch_dynamic"), 1);

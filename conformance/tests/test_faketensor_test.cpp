@@ -135,6 +135,28 @@ TEST_F(FakeTensorTest, FakeKernelReadingDataFails) {
   EXPECT_THAT(r.message, HasSubstr("get_ctx().new_dynamic_size()"));
 }
 
+// A Scalar of the input's data (Tensor.item()): the fake kernel says its output is data
+// (ErrorCode::kDataDependentOutput). With the op tagged data_dependent_output there is nothing to
+// compare: skipped, never passed; untagged, the claim contradicts the op's tags: failed.
+TEST_F(FakeTensorTest, ADataDependentOutputIsSkippedOnlyWhenTheOpIsTaggedSo) {
+  auto first = [](const Tensor& x) { return x.reshape({-1}).select(0, 0).item(); };
+  auto data_dependent = [](const Tensor&) -> Scalar {
+    throw Error(ErrorCode::kDataDependentOutput, "ft::first: the result is the value of 'x'");
+  };
+  lib.define("first(Tensor x) -> Scalar", {Tag::data_dependent_output});
+  lib.impl("first", first, DispatchKey::CPU);
+  lib.impl("first", data_dependent, DispatchKey::Meta);
+  CheckResult r = check("ft::first", {IValue(mat())});
+  EXPECT_EQ(r.outcome, Outcome::skipped);
+  EXPECT_THAT(r.message, HasSubstr("tagged data_dependent_output"));
+  lib.define("first_untagged(Tensor x) -> Scalar");
+  lib.impl("first_untagged", first, DispatchKey::CPU);
+  lib.impl("first_untagged", data_dependent, DispatchKey::Meta);
+  r = check("ft::first_untagged", {IValue(mat())});
+  EXPECT_EQ(r.outcome, Outcome::failed);
+  EXPECT_THAT(r.message, HasSubstr("not tagged data_dependent_output"));
+}
+
 TEST_F(FakeTensorTest, AliasingPatternMismatchFails) {
   lib.define("flat2(Tensor(a) x) -> Tensor(a)");
   lib.impl("flat2", [](const Tensor& x) { return x.view({-1}); }, DispatchKey::CPU);

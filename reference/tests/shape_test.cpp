@@ -379,5 +379,19 @@ TEST(Shape, SymStrideAndSymStorageOffsetGiveTheLayout) {
   EXPECT_FALSE(testing::registry().get("aten::sym_size.int").data()->layout_query);
 }
 
+// _local_scalar_dense is Tensor.item(): the one element as a Scalar of its kind; more elements
+// are an error naming the argument.
+TEST(LocalScalarDense, TheValueOfAOneElementTensor) {
+  auto item = [](const Tensor& t) { return call_all("aten::_local_scalar_dense", {t}).at(0).to_scalar(); };
+  const Scalar i = item(from_vector<int32_t>({-7}, {1, 1}));
+  EXPECT_TRUE(i.is_integral());
+  EXPECT_EQ(i.to_int(), -7);
+  const Scalar f = item(doubles({2.5}, {}));
+  EXPECT_TRUE(f.is_floating());
+  EXPECT_EQ(f.to_double(), 2.5);
+  EXPECT_TRUE(item(longs({1}, {1}).to(DType::Bool)).is_bool());
+  EXPECT_NE(error_of("aten::_local_scalar_dense", {doubles({1, 2}, {2})}).find("argument 'self'"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace opconform::reference
