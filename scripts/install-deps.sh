@@ -10,7 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libseccomp-dev  # the workers' system-call filter (harness/src/worker_sandbox.cpp)
   clang-14 libclang-rt-14-dev
-  binutils  # gold, the linker of every preset (CMakeLists.txt: Note [The linker])
+  binutils lld  # gold links the g++ presets, lld the clang ones (CMakeLists.txt: Note [The linker])
   zlib1g-dev  # the reference's OpInfo replay reads a gzip corpus
   chromium  # headless, for the HTML report test (reports/tests/html_chromium_test.cpp)
 )

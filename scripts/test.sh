@@ -5,8 +5,8 @@
 # its kept reproducers once (the fuzz preset, clang-14; only the fuzz targets are built, about
 # 2 minutes, and their tests take about 2 more). GPU tests skip with their reason on machines
 # without a GPU. OPCONFORM_SKIP_ASAN=1 skips the asan part, OPCONFORM_SKIP_FUZZ=1 the fuzz part.
-# Time (CI: 2 cores, goal under 30 minutes): every preset links with gold (Note [The linker]), the sanitizer presets
-# keep line tables only (-g1: 10% less compile time than -g, the same stack traces), the ASan
+# Time (CI: 2 cores, goal under 30 minutes): the g++ presets link with gold and the clang ones
+# with lld (Note [The linker]), the sanitizer presets keep line tables only (-g1: 10% less compile time than -g, the same stack traces), the ASan
 # pass checks each reference case on 6 samples (the default build on 50), and each fuzz target's
 # smoke test fuzzes 20 s. Each phase's time is printed at the end (also when a phase fails), so
 # a CI log says where the time went.

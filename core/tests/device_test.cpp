@@ -252,7 +252,7 @@ TEST(DispatchKeySet, RuntimeKeysOfAliases) {
 TEST(DispatchKeyGuards, IncludeAndExcludeRestoreOnScopeExit) {
   const LocalDispatchKeySet before = local_dispatch_key_set();
   {
-    IncludeDispatchKeyGuard include(DispatchKeySet(DispatchKey::AutocastCPU));
+    IncludeDispatchKeyGuard include{DispatchKeySet(DispatchKey::AutocastCPU)};
     EXPECT_TRUE(local_dispatch_key_set().included.has(DispatchKey::AutocastCPU));
     {
       ExcludeDispatchKeyGuard exclude(DispatchKeySet{DispatchKey::AutogradCPU, DispatchKey::AutogradCUDA});
@@ -266,7 +266,7 @@ TEST(DispatchKeyGuards, IncludeAndExcludeRestoreOnScopeExit) {
       EXPECT_TRUE(local_dispatch_key_set().included.has(DispatchKey::AutocastCPU));
       EXPECT_FALSE(local_dispatch_key_set().included.has(DispatchKey::Tracer));
       {
-        ExcludeDispatchKeyGuard again(DispatchKeySet(DispatchKey::AutogradCPU));
+        ExcludeDispatchKeyGuard again{DispatchKeySet(DispatchKey::AutogradCPU)};
       }
       EXPECT_TRUE(local_dispatch_key_set().excluded.has(DispatchKey::AutogradCPU));
     }
@@ -280,8 +280,8 @@ TEST(DispatchKeyGuards, RestoreWhenAnExceptionPasses) {
   const LocalDispatchKeySet before = local_dispatch_key_set();
   EXPECT_THROW(
       {
-        IncludeDispatchKeyGuard include(DispatchKeySet(DispatchKey::Functionalize));
-        ExcludeDispatchKeyGuard exclude(DispatchKeySet(DispatchKey::AutogradCPU));
+        IncludeDispatchKeyGuard include{DispatchKeySet(DispatchKey::Functionalize)};
+        ExcludeDispatchKeyGuard exclude{DispatchKeySet(DispatchKey::AutogradCPU)};
         ASSERT_TRUE(local_dispatch_key_set().included.has(DispatchKey::Functionalize));
         throw std::runtime_error("boom");
       },
@@ -291,7 +291,7 @@ TEST(DispatchKeyGuards, RestoreWhenAnExceptionPasses) {
 }
 
 TEST(DispatchKeyGuards, AreThreadLocal) {
-  IncludeDispatchKeyGuard include(DispatchKeySet(DispatchKey::Batched));
+  IncludeDispatchKeyGuard include{DispatchKeySet(DispatchKey::Batched)};
   bool seen_in_other_thread = true;
   std::thread([&] { seen_in_other_thread = local_dispatch_key_set().included.has(DispatchKey::Batched); }).join();
   EXPECT_FALSE(seen_in_other_thread);
