@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev libdlpack-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libseccomp-dev  # the workers' system-call filter (harness/src/worker_sandbox.cpp)
+  libtcmalloc-minimal4  # the program's allocator (harness/CMakeLists.txt: Note [The program's allocator])
   clang-14 libclang-rt-14-dev
   binutils lld  # gold links the g++ presets, lld the clang ones (CMakeLists.txt: Note [The linker])
   zlib1g-dev  # the reference's OpInfo replay reads a gzip corpus

@@ -202,7 +202,7 @@ CaptureResult capture_graph(const Program& program, const Stack& example_inputs,
       fake_inputs.push_back(IValue(fake));
       ++tensor_index;
     }
-    auto fallback = install_dispatch_mode_fallback(registry);
+    ensure_dispatch_mode_fallback(registry);
     DispatchModeGuard trace(make_tracing_mode(tracer));
     Stack outputs = program(fake_inputs);
     for (size_t i = 0; i < outputs.size(); ++i) graph.outputs.push_back(tracer.arg_of(outputs[i], "the program's return", i));

@@ -198,13 +198,20 @@ Comparison summarize(const Tensor& expected, int64_t n, const Tolerance& tol, Ve
   return c;
 }
 
-// Element bytes of a CPU tensor in row-major order (strides and offset followed exactly).
+// Element bytes of a CPU tensor in row-major order (strides and offset followed exactly). Runs
+// per sample of most checks (test_schema's before/after snapshots, bitwise_equal): a contiguous
+// tensor is one copy, and the walk reads sizes and strides once rather than per element.
 void gather_bytes(const Tensor& t, std::vector<unsigned char>& out) {
   const int64_t n = t.numel();
   const size_t item = t.itemsize();
   out.resize(static_cast<size_t>(n) * item);
   if (n == 0) return;
   const auto* base = static_cast<const unsigned char*>(t.const_data_ptr());
+  if (t.is_contiguous()) {
+    std::memcpy(out.data(), base, out.size());
+    return;
+  }
+  const IntArrayRef sizes = t.sizes(), strides = t.strides();
   const int64_t dims = t.dim();
   std::vector<int64_t> idx(static_cast<size_t>(dims), 0);
   int64_t offset = 0;  // in elements, from the first element
@@ -212,11 +219,11 @@ void gather_bytes(const Tensor& t, std::vector<unsigned char>& out) {
     std::memcpy(out.data() + static_cast<size_t>(i) * item, base + offset * static_cast<int64_t>(item), item);
     // Advance the multi-index (last dimension fastest).
     for (int64_t d = dims - 1; d >= 0; --d) {
-      if (++idx[d] < t.size(d)) {
-        offset += t.stride(d);
+      if (++idx[d] < sizes[d]) {
+        offset += strides[d];
         break;
       }
-      offset -= t.stride(d) * (idx[d] - 1);
+      offset -= strides[d] * (idx[d] - 1);
       idx[d] = 0;
     }
   }

@@ -169,6 +169,16 @@ RegistrationHandle install_dispatch_mode_fallback(Registry& registry) {
                            RegistrationSource::named("the dispatch mode fallback (dispatch_mode.cpp)"));
 }
 
+// Note [Fallbacks installed once]: a fallback applies to every operator, so (as in PyTorch's
+// Dispatcher) registering or removing one recomputes every operator's dispatch table. A check
+// that installed the mode fallback around each sample spent a third of its time there (perf:
+// recompute and the removal's table copies, over 189 operators, twice per sample). The mode
+// fallback only acts while a mode is pushed, so keeping it installed changes no other call.
+void ensure_dispatch_mode_fallback(Registry& registry) {
+  if (registry.has_fallback(DispatchKey::DispatchMode)) return;
+  registry.retain(install_dispatch_mode_fallback(registry));
+}
+
 RegistrationHandle register_dispatch_rule(std::string op_name, std::type_index mode_type, DispatchRule rule) {
   return add_rule(std::move(op_name), mode_type, RuleEntry{0, std::move(rule), nullptr});
 }

@@ -14,6 +14,9 @@ struct RegistryState {
   std::array<std::list<KernelRegistration>, kNumRuntimeKeys> fallbacks;
   std::map<std::string, RegistrationSource, std::less<>> claimed_namespaces;
   uint64_t next_id = 1;
+  // Registrations kept for the registry's lifetime (Registry::retain); they find the state gone
+  // when it is destroyed, so destroying them here undoes nothing.
+  std::vector<RegistrationHandle> retained;
 };
 
 DispatchKeySet keys_of_other_values(const IValue& v) {
@@ -459,6 +462,17 @@ RegistrationHandle Registry::fallback(DispatchKey key, KernelFunction kernel, Re
       }
     }
   });
+}
+
+bool Registry::has_fallback(DispatchKey key) const {
+  if (static_cast<size_t>(key) >= state_->fallbacks.size()) return false;  // an alias key has none
+  std::lock_guard lock(state_->mutex);
+  return active(state_->fallbacks[static_cast<size_t>(key)]) != nullptr;
+}
+
+void Registry::retain(RegistrationHandle handle) {
+  std::lock_guard lock(state_->mutex);
+  state_->retained.push_back(std::move(handle));
 }
 
 RegistrationHandle Registry::claim_namespace(std::string_view ns, RegistrationSource source) {

@@ -71,6 +71,11 @@ std::vector<std::shared_ptr<DispatchMode>> dispatch_mode_stack();
 
 // The registry's fallback at DispatchKey::DispatchMode: hands each call to the top mode.
 RegistrationHandle install_dispatch_mode_fallback(Registry& registry);
+// The same, kept for the registry's lifetime unless the registry has a DispatchMode fallback
+// already (PyTorch keeps its mode fallback installed for the whole process). For code that
+// needs the fallback on every call, such as a capture per sample: installing and removing a
+// fallback recomputes every operator's dispatch table (Note [Fallbacks installed once]).
+void ensure_dispatch_mode_fallback(Registry& registry);
 
 // register_torch_dispatch: what an op does under modes of exactly `mode_type` (the dynamic type
 // of the mode, subclasses not included). The newest registration for (op, type) wins until its

@@ -240,6 +240,11 @@ class Registry {
   RegistrationHandle impl(std::string_view op_name, DispatchKey key, KernelFunction kernel,
                           RegistrationSource source, bool allow_override = true);
   RegistrationHandle fallback(DispatchKey key, KernelFunction kernel, RegistrationSource source);
+  // Whether a fallback is registered at `key`.
+  bool has_fallback(DispatchKey key) const;
+  // Keeps a registration of this registry for the registry's lifetime (Note [Fallbacks
+  // installed once] in dispatch_mode.cpp).
+  void retain(RegistrationHandle handle);
   // Sets (replaces) the data of a defined operator, validated against its schema
   // (validate_op_data); it belongs to the definition and is removed with it. Throws
   // Error(kRegistration) when the op is not defined here.
