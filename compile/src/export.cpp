@@ -45,7 +45,8 @@
 #include <set>
 
 #include "opconform/compile/export.h"
-#include "opconform/core/fake_tensor.h"  // contiguous_sym_strides
+#include "opconform/core/fake_tensor.h"
+#include "opconform/core/strides.h"
 #include "opconform/core/layout.h"
 
 namespace opconform::compile {
@@ -124,7 +125,7 @@ bool has_contiguous_strides(const TensorMeta& m) {
   if (m.strides.size() != m.sizes.size()) return false;
   std::vector<SymInt> expected;
   try {
-    expected = contiguous_sym_strides(m.sizes);
+    expected = contiguous_strides(m.sizes);
   } catch (const Error&) {
     return false;  // overflow: such strides are written out
   }
@@ -715,7 +716,7 @@ class Reader {
     }
     if (!have_strides) {
       try {
-        m.strides = contiguous_sym_strides(m.sizes);
+        m.strides = contiguous_strides(m.sizes);
       } catch (const Error& e) {
         c.fail_at(start, "sizes whose strides fit in int64 (" + e.message() + ")");
       }

@@ -1,6 +1,7 @@
 #include "opconform/compile/functionalize.h"
 
-#include "opconform/core/fake_tensor.h"  // contiguous_sym_strides
+#include "opconform/core/fake_tensor.h"
+#include "opconform/core/strides.h"
 
 #include <algorithm>
 #include <map>
@@ -222,7 +223,7 @@ class Functionalizer {
       copy.args = {Ref{content}, IValue(MemoryFormat::Contiguous)};
       copy.return_sizes = {1};
       TensorMeta dense_meta = *out_.value(content).tensor;
-      dense_meta.strides = contiguous_sym_strides(dense_meta.sizes);
+      dense_meta.strides = contiguous_strides(dense_meta.sizes);
       dense_meta.storage_offset = 0;
       const ValueId dense = out_.add_value(dense_meta);
       copy.outputs = {dense};
@@ -237,7 +238,7 @@ class Functionalizer {
       for (size_t i = 0; i < dims.size() && i < c.strides.size(); ++i) meta.strides[i] = c.strides[static_cast<size_t>(dims[i])];
       meta.storage_offset = c.storage_offset;
     } else if (scatter.op == "aten::view") {
-      meta.strides = contiguous_sym_strides(meta.sizes);
+      meta.strides = contiguous_strides(meta.sizes);
       meta.storage_offset = 0;
     }
     const ValueId new_base = out_.add_value(meta);

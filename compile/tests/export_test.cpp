@@ -29,7 +29,7 @@ using ::testing::HasSubstr;
 
 TensorMeta meta(std::vector<SymInt> sizes, DType dtype = DType::Float32) {
   TensorMeta m;
-  m.strides = contiguous_sym_strides(sizes);
+  m.strides = contiguous_strides(sizes);
   m.sizes = std::move(sizes);
   m.dtype = dtype;
   return m;

@@ -22,7 +22,7 @@ using testing::iota;
 
 TensorMeta meta(std::vector<SymInt> sizes) {
   TensorMeta m;
-  m.strides = contiguous_sym_strides(sizes);
+  m.strides = contiguous_strides(sizes);
   m.sizes = std::move(sizes);
   return m;
 }

@@ -20,6 +20,7 @@
 #include "opconform/conformance/tolerance.h"
 #include "opconform/core/autocast.h"
 #include "opconform/core/autograd.h"
+#include "opconform/core/device_semantics.h"
 #include "opconform/core/vmap.h"
 
 namespace opconform::conformance::detail {
@@ -834,13 +835,23 @@ class ReferenceAgreement final : public Check {
     const auto& args = ctx.sample.args;
     const std::string sample = describe(args, arg_names(ctx.op));
     // The reference runs on the CPU: a library's CUDA (or vendor device) results are compared
-    // with the reference's on CPU copies of the same inputs.
+    // with the reference's on CPU copies of the same inputs, following the sample device's
+    // semantics (Note [Device-dependent semantics] in core/device_semantics.h).
+    std::optional<Device> sample_device;
+    for (const IValue& v : args) {
+      map_tensors(v, [&](const Tensor& t) {
+        if (t.defined() && !sample_device && !t.device().is_cpu()) sample_device = t.device();
+        return t;
+      });
+    }
     auto seen_with_arguments = [&](const OperatorHandle& op, bool on_cpu) {
       Run r;
       Stack inputs = clone_args(args);
+      std::optional<SemanticDeviceGuard> semantics;
       if (on_cpu) {
         for (auto& v : inputs)
           v = map_tensors(v, [](const Tensor& t) { return t.defined() ? t.to(Device::cpu()) : t; });
+        if (sample_device) semantics.emplace(*sample_device);
       }
       try {
         Stack returns = call(op, inputs);

@@ -143,19 +143,8 @@ int64_t concrete_stand_in(const SymInt& s) {
   });
 }
 
-std::vector<SymInt> contiguous_sym_strides(const std::vector<SymInt>& sizes) {
-  std::vector<SymInt> strides(sizes.size());
-  SymInt running = 1;
-  for (size_t d = sizes.size(); d-- > 0;) {
-    strides[d] = running;
-    // Symbolic sizes are used as they are: a stride only matters when no size is 0.
-    running = running * (sizes[d].is_symbolic() ? sizes[d] : SymInt(std::max<int64_t>(*sizes[d].maybe_as_int(), 1)));
-  }
-  return strides;
-}
-
 Tensor make_fake_tensor(std::vector<SymInt> sizes, DType dtype, Device device, std::optional<std::vector<SymInt>> strides) {
-  std::vector<SymInt> st = strides ? std::move(*strides) : contiguous_sym_strides(sizes);
+  std::vector<SymInt> st = strides ? std::move(*strides) : contiguous_strides(sizes);
   OPCONFORM_CHECK(st.size() == sizes.size(), ErrorCode::kInvalidArgument, "make_fake_tensor: ", sizes.size(),
                   " sizes but ", st.size(), " strides");
   std::vector<int64_t> concrete_sizes, concrete_strides;
@@ -171,19 +160,31 @@ Tensor make_fake_tensor(std::vector<SymInt> sizes, DType dtype, Device device, s
 }
 
 Tensor empty(const std::vector<SymInt>& sizes, TensorOptions options) {
-  bool symbolic = std::any_of(sizes.begin(), sizes.end(), [](const SymInt& s) { return s.is_symbolic(); });
-  if (!symbolic) {
-    std::vector<int64_t> concrete;
-    for (const auto& s : sizes) concrete.push_back(*s.maybe_as_int());
-    return empty(IntArrayRef(concrete), options);
+  return empty_strided(sizes, contiguous_strides(sizes), options);
+}
+
+Tensor empty_strided(const std::vector<SymInt>& sizes, const std::vector<SymInt>& strides, TensorOptions options) {
+  auto is_symbolic = [](const SymInt& s) { return s.is_symbolic(); };
+  auto symbolic_size = std::find_if(sizes.begin(), sizes.end(), is_symbolic);
+  auto symbolic_stride = std::find_if(strides.begin(), strides.end(), is_symbolic);
+  if (symbolic_size == sizes.end() && symbolic_stride == strides.end()) {
+    std::vector<int64_t> concrete_sizes, concrete_strides;
+    for (const auto& s : sizes) concrete_sizes.push_back(*s.maybe_as_int());
+    for (const auto& s : strides) concrete_strides.push_back(*s.maybe_as_int());
+    return empty_strided(IntArrayRef(concrete_sizes), IntArrayRef(concrete_strides), options);
   }
+  OPCONFORM_CHECK(FakeTensorMode::current() != nullptr, ErrorCode::kInvalidArgument, "empty_strided: symbolic ",
+                  symbolic_size != sizes.end() ? "size " : "stride ",
+                  symbolic_size != sizes.end() ? *symbolic_size : *symbolic_stride,
+                  " outside a FakeTensorMode: only a fake tensor can have symbolic sizes (fake kernels run under a "
+                  "mode; a real kernel reads concrete sizes)");
   for (const auto& s : sizes) {
     if (auto v = s.maybe_as_int())
       OPCONFORM_CHECK(*v >= 0, ErrorCode::kInvalidArgument, "empty: negative dimension ", *v);
   }
   Device device = options.device;
   if (device.is_cuda() && device.index < 0) device.index = 0;
-  return make_fake_tensor(sizes, options.dtype, device);
+  return make_fake_tensor(sizes, options.dtype, device, strides);
 }
 
 Tensor empty_like(const Tensor& x) { return empty_like(x, x.options()); }

@@ -144,6 +144,13 @@ void cpu_fill(const Tensor& t, const Scalar& value) {
 void cpu_copy(const Tensor& dst, const Tensor& src) {
   char* dbase = static_cast<char*>(const_cast<void*>(dst.const_data_ptr()));
   const char* sbase = static_cast<const char*>(src.const_data_ptr());
+  // The same dtype and the same dense layout (a clone): the elements are one block of memory.
+  // The checks clone every sample several times, so this is most copies.
+  if (dst.dtype() == src.dtype() && std::ranges::equal(dst.strides(), src.strides()) &&
+      src.is_non_overlapping_and_dense()) {
+    if (src.numel() > 0) std::memmove(dbase, sbase, static_cast<size_t>(src.numel()) * src.itemsize());
+    return;
+  }
   visit_dtype(dst.dtype(), [&](auto dtag) {
     using D = typename decltype(dtag)::type;
     visit_dtype(src.dtype(), [&](auto stag) {
@@ -429,7 +436,7 @@ Tensor Tensor::view(IntArrayRef requested) const {
     std::vector<SymInt> ssz;
     for (size_t i = 0; i < requested.size(); ++i)
       ssz.push_back(requested[i] == -1 ? floordiv(numel_sym, others) : SymInt(shape[i]));
-    auto sst = contiguous_sym_strides(ssz);
+    auto sst = contiguous_strides(ssz);
     return make_view(std::move(shape), std::move(*strides), storage_offset(), std::move(ssz), std::move(sst));
   }
   return make_view(std::move(shape), std::move(*strides), storage_offset());
@@ -826,18 +833,6 @@ std::string shape_string(IntArrayRef values) {
   std::string out = "[";
   for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
   return out + "]";
-}
-
-std::vector<int64_t> contiguous_strides(IntArrayRef sizes) {
-  std::vector<int64_t> strides(sizes.size());
-  int64_t s = 1;
-  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
-    strides[d] = s;
-    // Saturates instead of wrapping (undefined; found by fuzz/plugin_value): sizes whose product
-    // passes int64 are refused by whatever allocates them (empty_strided).
-    if (__builtin_mul_overflow(s, std::max<int64_t>(sizes[d], 1), &s)) s = std::numeric_limits<int64_t>::max();
-  }
-  return strides;
 }
 
 std::vector<int64_t> broadcast_shapes(IntArrayRef a, IntArrayRef b) {

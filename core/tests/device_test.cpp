@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "opconform/core/device.h"
+#include "opconform/core/device_semantics.h"
 #include "opconform/core/dispatch_key.h"
 #include "opconform/core/error.h"
+#include "opconform/core/tensor.h"
 #include "support/error_of.h"
 
 namespace opconform {
@@ -99,6 +101,24 @@ TEST(Device, VendorRegistration) {
 }
 
 // ---------------------------------------------------------------- dispatch keys
+
+TEST(SemanticDevice, TheInnermostGuardElseTheTensorsOwnPerThread) {
+  const Tensor t = zeros({2}, TensorOptions(DType::Float32));
+  EXPECT_EQ(semantic_device(t), Device::cpu());
+  {
+    SemanticDeviceGuard outer(Device::cuda());
+    EXPECT_EQ(semantic_device(t), Device::cuda());
+    {
+      SemanticDeviceGuard inner(Device(DeviceType::Meta));
+      EXPECT_EQ(semantic_device(t), Device(DeviceType::Meta));
+    }
+    EXPECT_EQ(semantic_device(t), Device::cuda());
+    Device other_thread = Device::cuda();
+    std::thread([&] { other_thread = semantic_device(t); }).join();
+    EXPECT_EQ(other_thread, Device::cpu());  // a guard is this thread's only
+  }
+  EXPECT_EQ(semantic_device(t), Device::cpu());
+}
 
 TEST(DispatchKey, NamesRoundTrip) {
   EXPECT_EQ(to_string(DispatchKey::CPU), "CPU");

@@ -173,7 +173,7 @@ TEST(FakeTensorModeTest, EmptyLikeAndSymIntFactoriesKeepSymbolicSizes) {
   Tensor like = empty_like(x);
   EXPECT_TRUE(like.has_symbolic_sizes());
   EXPECT_EQ(strs(like.sym_sizes()), strs(x.sym_sizes()));
-  EXPECT_EQ(strs(like.sym_strides()), strs(contiguous_sym_strides(x.sym_sizes())));  // contiguous, not x's layout
+  EXPECT_EQ(strs(like.sym_strides()), strs(contiguous_strides(x.sym_sizes())));  // contiguous, not x's layout
   EXPECT_EQ(like.dtype(), DType::Float32);
   Tensor as_int = empty_like(x, TensorOptions(DType::Int64, Device::cuda()));
   EXPECT_EQ(as_int.dtype(), DType::Int64);

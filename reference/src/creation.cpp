@@ -178,8 +178,8 @@ void register_fill_and_full_like(Library& lib, const std::string& fam) {
     // A tensor like self (empty_like's layout); self's values are never read.
     auto kernel = [name = b.name()](const Tensor& self, const Scalar& value) {
       Tensor out = new_like(self, MemoryFormat::Preserve, self.options(), name);
-      checked_fill(name, out, value);
-      return symbolic_fake(self) ? with_dense_sym_shape(out, self.sym_sizes()) : out;
+      checked_fill(name, out, value);  // metadata only on fake tensors
+      return out;
     };
     b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
     // The value replaces self everywhere: no gradient reaches self.

@@ -20,6 +20,7 @@
 // p = inf the gradient goes to every difference whose magnitude is the maximum; 0 where the
 // distance or the difference is 0 (sign(0) = 0 gives it; 1 stands in for the zero dist and
 // ratio, so that no 0/0 or 0^(p-1) reaches the graph and its derivatives stay finite).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -35,6 +36,7 @@ namespace {
 using namespace detail;
 using Grads = std::vector<Tensor>;
 using Ints = std::vector<int64_t>;
+using SymInts = std::vector<SymInt>;
 
 const std::vector<DType> kDirectDtypes = {DType::Float32, DType::Float64};
 
@@ -61,11 +63,30 @@ double pnorm(const double* a, const double* b, int64_t m, double p, bool drop_na
 
 // ---- cdist ----
 
+// The output's shape (Note [Shape plans over SymInt]).
 struct CdistPlan {
-  Ints batch;  // the broadcast batch sizes
-  int64_t rows1 = 0, rows2 = 0, cols = 0;
-  Ints sizes;  // batch + [rows1, rows2]
+  SymInts batch;  // the broadcast batch sizes
+  SymInt rows1, rows2, cols;
+  SymInts sizes;  // batch + [rows1, rows2]
 };
+
+// The broadcast of two batch shapes (PyTorch's infer_size): a size 1 takes the other; two
+// symbolic sizes must be equal (a guard). nullopt when they do not broadcast.
+std::optional<SymInts> broadcast_batch(const SymInts& a, const SymInts& b) {
+  const size_t n = std::max(a.size(), b.size());
+  SymInts out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const SymInt da = i < n - a.size() ? SymInt(1) : a[i - (n - a.size())];
+    const SymInt db = i < n - b.size() ? SymInt(1) : b[i - (n - b.size())];
+    if (da == 1) {
+      out[i] = db;
+    } else {
+      if (db != 1 && da != db) return std::nullopt;
+      out[i] = da;
+    }
+  }
+  return out;
+}
 
 // PyTorch's checks, in its order (Distance.cpp's _cdist_forward and cdist_impl, then the kernel's).
 CdistPlan plan_cdist(std::string_view op, const Tensor& x1, const Tensor& x2, double p, std::optional<int64_t> mode) {
@@ -73,8 +94,9 @@ CdistPlan plan_cdist(std::string_view op, const Tensor& x1, const Tensor& x2, do
                   ": cdist only supports at least 2D tensors, argument 'x1' got: ", x1.dim(), "D");
   OPCONFORM_CHECK(x2.dim() >= 2, ErrorCode::kInvalidArgument, op,
                   ": cdist only supports at least 2D tensors, argument 'x2' got: ", x2.dim(), "D");
-  OPCONFORM_CHECK(x1.size(-1) == x2.size(-1), ErrorCode::kInvalidArgument, op,
-                  ": arguments 'x1' and 'x2' must have the same number of columns, got ", x1.size(-1), " and ", x2.size(-1));
+  const SymInts s1 = x1.sym_sizes(), s2 = x2.sym_sizes();
+  OPCONFORM_CHECK(s1.back() == s2.back(), ErrorCode::kInvalidArgument, op,
+                  ": arguments 'x1' and 'x2' must have the same number of columns, got ", s1.back(), " and ", s2.back());
   OPCONFORM_CHECK(is_floating(x1.dtype()), ErrorCode::kInvalidArgument, op,
                   ": cdist only supports floating-point dtypes, argument 'x1' got: ", name(x1.dtype()));
   OPCONFORM_CHECK(is_floating(x2.dtype()), ErrorCode::kInvalidArgument, op,
@@ -84,18 +106,17 @@ CdistPlan plan_cdist(std::string_view op, const Tensor& x1, const Tensor& x2, do
   OPCONFORM_CHECK(m >= 0 && m <= 2, ErrorCode::kInvalidArgument, op,
                   ": argument 'compute_mode' must be None, 0, 1 or 2, got ", m);
   CdistPlan plan;
-  const Ints s1(x1.sizes().begin(), x1.sizes().end() - 2), s2(x2.sizes().begin(), x2.sizes().end() - 2);
-  try {
-    plan.batch = broadcast_shapes(s1, s2);
-  } catch (const Error&) {
-    throw Error(ErrorCode::kInvalidArgument, opconform::detail::concat(op, ": the batch sizes of 'x1' ", shape_string(s1),
-                                                                     " and 'x2' ", shape_string(s2), " do not broadcast"));
-  }
-  plan.rows1 = x1.size(-2), plan.rows2 = x2.size(-2), plan.cols = x1.size(-1);
+  auto batch_of = [](const SymInts& s) { return SymInts(s.begin(), s.end() - 2); };
+  std::optional<SymInts> batch_sizes = broadcast_batch(batch_of(s1), batch_of(s2));
+  OPCONFORM_CHECK(batch_sizes.has_value(), ErrorCode::kInvalidArgument, op, ": the batch sizes of 'x1' ",
+                  shape_string(x1.sizes().first(s1.size() - 2)), " and 'x2' ", shape_string(x2.sizes().first(s2.size() - 2)),
+                  " do not broadcast");
+  plan.batch = std::move(*batch_sizes);
+  plan.rows1 = s1[s1.size() - 2], plan.rows2 = s2[s2.size() - 2], plan.cols = s1.back();
   plan.sizes = plan.batch;
   plan.sizes.push_back(plan.rows1), plan.sizes.push_back(plan.rows2);
-  int64_t batch = 1;
-  for (int64_t s : plan.batch) batch *= s;
+  SymInt batch = 1;
+  for (const SymInt& s : plan.batch) batch *= s;
   // An empty result or no columns (zeros) takes no kernel, so no dtype rule applies there.
   if (batch == 0 || plan.rows1 == 0 || plan.rows2 == 0 || plan.cols == 0) return plan;
   const bool matrix_product = p == 2 && (m == 1 || (m == 0 && (plan.rows1 > 25 || plan.rows2 > 25)));
@@ -109,8 +130,8 @@ Tensor cdist_cpu(std::string_view op, const Tensor& x1, const Tensor& x2, double
   const CdistPlan plan = plan_cdist(op, x1, x2, p, mode);
   Tensor out = empty(plan.sizes, x1.options());  // row-major, as PyTorch's
   if (out.numel() == 0) return out;
-  const int64_t rows1 = plan.rows1, rows2 = plan.rows2, cols = plan.cols;
-  Ints e1 = plan.batch, e2 = plan.batch;
+  const int64_t rows1 = plan.rows1.expect_int(), rows2 = plan.rows2.expect_int(), cols = plan.cols.expect_int();
+  Ints e1 = expect_ints(plan.batch), e2 = e1;
   e1.push_back(rows1), e1.push_back(cols);
   e2.push_back(rows2), e2.push_back(cols);
   const std::vector<double> a = x1.expand(e1).contiguous().to_vector<double>();
@@ -126,24 +147,12 @@ Tensor cdist_cpu(std::string_view op, const Tensor& x1, const Tensor& x2, double
       for (int64_t j = 0; j < rows2; ++j)
         r[static_cast<size_t>((l * rows1 + i) * rows2 + j)] =
             pnorm(a.data() + (l * rows1 + i) * cols, b.data() + (l * rows2 + j) * cols, cols, p, /*drop_nan_max=*/true);
-  out.copy_(from_vector<double>(r, plan.sizes));
+  out.copy_(from_vector<double>(r, expect_ints(plan.sizes)));
   return out;
 }
 
 Tensor cdist_fake(std::string_view op, const Tensor& x1, const Tensor& x2, double p, std::optional<int64_t> mode) {
-  const CdistPlan plan = plan_cdist(op, x1, x2, p, mode);
-  Tensor out = empty(plan.sizes, x1.options());
-  if (!symbolic_fake(x1) && !symbolic_fake(x2)) return out;
-  // Each batch size from the operand that has it (x1's unless x1's is a broadcast 1).
-  const std::vector<SymInt> s1 = x1.sym_sizes(), s2 = x2.sym_sizes();
-  const size_t batch = plan.batch.size(), lead1 = batch - (s1.size() - 2), lead2 = batch - (s2.size() - 2);
-  std::vector<SymInt> sizes;
-  for (size_t d = 0; d < batch; ++d) {
-    const bool from1 = d >= lead1 && x1.size(static_cast<int64_t>(d - lead1)) == plan.batch[d];
-    sizes.push_back(from1 ? s1[d - lead1] : s2[d - lead2]);
-  }
-  sizes.push_back(s1[s1.size() - 2]), sizes.push_back(s2[s2.size() - 2]);
-  return with_dense_sym_shape(out, std::move(sizes));
+  return empty(plan_cdist(op, x1, x2, p, mode).sizes, x1.options());
 }
 
 // ---- gradients (Note [p-norm gradients]) ----
@@ -182,7 +191,8 @@ Grads cdist_backward(const Ops& ops, autograd::AutogradContext& ctx, const Grads
 
 // ---- pdist ----
 
-int64_t pair_count(int64_t n) { return n > 1 ? n * (n - 1) / 2 : 0; }
+// N(N-1)/2, 0 for N = 0 and 1 too.
+SymInt pair_count(const SymInt& n) { return floordiv(n * (n - 1), 2); }
 
 // _pdist_forward checks neither the rank nor p (torch.pdist does): a 2-D self is required here
 // (PyTorch reads a 3-D one as rows of its second dim); negative p takes the general formula.
@@ -197,7 +207,7 @@ void check_pdist(std::string_view op, const Tensor& self) {
 Tensor pdist_cpu(std::string_view op, const Tensor& self, double p) {
   check_pdist(op, self);
   const int64_t n = self.size(0), m = self.size(1);
-  Tensor out = empty({pair_count(n)}, self.options());
+  Tensor out = empty(SymInts{pair_count(self.sym_sizes()[0])}, self.options());
   if (out.numel() == 0) return out;
   if (m == 0) {  // zeros, as PyTorch, whatever p (pow(0, 1/p) would be inf for p < 0)
     out.fill_(Scalar(0.0));
@@ -217,7 +227,7 @@ Tensor pdist_cpu(std::string_view op, const Tensor& self, double p) {
 // Built by registry ops from arange: row i's pairs start at s(i) = i (2N - 1 - i) / 2 and number
 // N - 1 - i; the k-th pair of row i has j = k - s(i) + i + 1.
 Tensor pair_matrix(const Ops& ops, int64_t n, DType dtype, Device device) {
-  const int64_t c = pair_count(n);
+  const int64_t c = pair_count(n).expect_int();
   const Tensor i = ops.view(ops.arange(n, device), {1, n}), k = ops.view(ops.arange(c, device), {c, 1});
   const Tensor start = ops.tensor("aten::div.Scalar_mode", {ops.mul(i, ops.add(ops.neg(i), Scalar(2 * n - 1))),
                                                             Scalar(int64_t{2}), IValue(std::string("floor"))});
@@ -316,10 +326,7 @@ void register_pdist(Library& lib) {
   b.cpu([name](const Tensor& self, double p) { return pdist_cpu(name, self, p); })
       .fake([name](const Tensor& self, double) {
         check_pdist(name, self);
-        Tensor out = empty({pair_count(self.size(0))}, self.options());
-        if (!symbolic_fake(self)) return out;
-        const SymInt n = self.sym_sizes()[0];
-        return with_dense_sym_shape(out, {floordiv(n * (n - 1), 2)});  // 0 for n = 0 and 1 too
+        return empty(SymInts{pair_count(self.sym_sizes()[0])}, self.options());
       })
       .dtypes(kDirectDtypes);
   b.autograd(with_ops(r, pdist_backward), [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {

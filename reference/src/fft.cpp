@@ -37,6 +37,7 @@
 #include <numbers>
 #include <numeric>
 
+#include "opconform/core/fake_tensor.h"  // concrete_stand_in
 #include "opconform/reference/detail/calls.h"
 #include "opconform/reference/detail/op_builder.h"
 #include "opconform/reference/detail/op_support.h"
@@ -48,6 +49,7 @@ namespace {
 using namespace detail;
 using Grads = std::vector<Tensor>;
 using Ints = std::vector<int64_t>;
+using SymInts = std::vector<SymInt>;
 
 constexpr const char* kR2c = "aten::_fft_r2c";
 constexpr const char* kC2r = "aten::_fft_c2r";
@@ -79,34 +81,37 @@ double norm_scale(int64_t normalization, int64_t n) {
   return normalization == 1 ? 1.0 / std::sqrt(static_cast<double>(n)) : 1.0 / static_cast<double>(n);
 }
 
+// The transform and its output shape (Note [Shape plans over SymInt]).
 struct FftPlan {
   Ints dims;  // in the order given
-  Ints out_sizes;
+  SymInts out_sizes;
   int64_t last = 0;  // dims.back()
-  int64_t n = 0;     // the full signal length along `last`
-  int64_t half = 0;  // n / 2 + 1: the onesided length
-  double scale = 1;
+  SymInt n;          // the full signal length along `last`
+  SymInt half;       // n / 2 + 1: the onesided length
+  SymInt signal;     // the element count of one signal (the product of its sizes), for the scale
 };
 
-FftPlan plan_r2c(const Tensor& self, const Ints& dim, int64_t normalization, bool onesided) {
+// The scale of a plan's transform (the CPU kernels: concrete sizes).
+double plan_scale(const FftPlan& p, int64_t normalization) { return norm_scale(normalization, p.signal.expect_int()); }
+
+FftPlan plan_r2c(const Tensor& self, const Ints& dim, bool onesided) {
   OPCONFORM_CHECK(self.dtype() == DType::Float32 || self.dtype() == DType::Float64, ErrorCode::kInvalidArgument,
                   kR2c, ": argument 'self' must be float32 or float64, got ", name(self.dtype()));
   FftPlan p;
   p.dims = fft_dims(kR2c, self, dim);
   p.last = p.dims.back();
-  p.n = self.size(p.last);
-  p.half = p.n / 2 + 1;
-  int64_t signal = 1;
-  for (int64_t d : p.dims) signal *= self.size(d);
-  p.scale = norm_scale(normalization, signal);
-  p.out_sizes.assign(self.sizes().begin(), self.sizes().end());
+  p.out_sizes = self.sym_sizes();
+  p.n = p.out_sizes[static_cast<size_t>(p.last)];
+  p.half = floordiv(p.n, 2) + 1;
+  p.signal = 1;
+  for (int64_t d : p.dims) p.signal *= p.out_sizes[static_cast<size_t>(d)];
   if (onesided) p.out_sizes[static_cast<size_t>(p.last)] = p.half;
   return p;
 }
 
 // c2r reads the first n / 2 + 1 entries of the last dim; PyTorch's kernel also takes a full
 // spectrum of n entries (reading the same ones).
-FftPlan plan_c2r(const Tensor& self, const Ints& dim, int64_t normalization, int64_t last_dim_size) {
+FftPlan plan_c2r(const Tensor& self, const Ints& dim, int64_t last_dim_size) {
   OPCONFORM_CHECK(self.dtype() == DType::Complex64 || self.dtype() == DType::Complex128, ErrorCode::kInvalidArgument,
                   kC2r, ": argument 'self' must be complex64 or complex128, got ", name(self.dtype()));
   FftPlan p;
@@ -115,16 +120,17 @@ FftPlan plan_c2r(const Tensor& self, const Ints& dim, int64_t normalization, int
   OPCONFORM_CHECK(last_dim_size > 0, ErrorCode::kInvalidArgument, kC2r, ": argument 'last_dim_size' must be positive, got ",
                   last_dim_size);
   p.n = last_dim_size;
-  p.half = p.n / 2 + 1;
+  p.half = last_dim_size / 2 + 1;
+  p.out_sizes = self.sym_sizes();
+  // Checked on the concrete size (a symbol's hint), recording no guard: PyTorch's meta kernel
+  // has no such check, so a captured graph stays replayable at other sizes.
   const int64_t given = self.size(p.last);
   OPCONFORM_CHECK(given == p.half || given == p.n, ErrorCode::kInvalidArgument, kC2r, ": dim ", p.last,
                   " of 'self' ", shape_string(self.sizes()), " must hold last_dim_size / 2 + 1 = ", p.half,
                   " entries (or last_dim_size = ", p.n, "), got ", given);
-  p.out_sizes.assign(self.sizes().begin(), self.sizes().end());
   p.out_sizes[static_cast<size_t>(p.last)] = p.n;
-  int64_t signal = 1;
-  for (int64_t d : p.dims) signal *= p.out_sizes[static_cast<size_t>(d)];
-  p.scale = norm_scale(normalization, signal);
+  p.signal = 1;
+  for (int64_t d : p.dims) p.signal *= p.out_sizes[static_cast<size_t>(d)];
   return p;
 }
 
@@ -137,10 +143,11 @@ Ints by_stride(Ints dims, IntArrayRef strides) {
   return dims;
 }
 
-// The strides _exec_fft gives an output of out_sizes, transforming `dims` (in this order) of an
-// input with in_strides.
-Ints exec_fft_strides(IntArrayRef in_strides, const Ints& out_sizes, const Ints& dims) {
-  const auto rank = static_cast<int64_t>(out_sizes.size());
+// The dim order (innermost first) of _exec_fft's output for an input with in_strides, transforming
+// `dims` (in this order): the transformed dims row-major, innermost last of `dims`, and outside
+// them the other dims as one collapsed batch dim.
+Ints exec_fft_order(IntArrayRef in_strides, const Ints& dims) {
+  const auto rank = static_cast<int64_t>(in_strides.size());
   std::vector<bool> transformed(static_cast<size_t>(rank), false);
   for (int64_t d : dims) transformed[static_cast<size_t>(d)] = true;
   // The other dims in the order libstdc++'s std::partition leaves them (it swaps from both ends),
@@ -158,33 +165,26 @@ Ints exec_fft_strides(IntArrayRef in_strides, const Ints& out_sizes, const Ints&
     ++first;
   }
   const Ints batch = by_stride(Ints(order.begin(), first), in_strides);
-  Ints strides(static_cast<size_t>(rank));
-  int64_t step = 1;  // row-major over [batch, dims...], a size 0 counting as 1 (contiguous strides)
-  for (auto d = dims.rbegin(); d != dims.rend(); ++d) {
-    strides[static_cast<size_t>(*d)] = step;
-    step *= std::max<int64_t>(out_sizes[static_cast<size_t>(*d)], 1);
-  }
-  int64_t batch_numel = 1;  // the batch dims are one collapsed dim of stride `step`
-  for (auto d = batch.rbegin(); d != batch.rend(); ++d) {
-    strides[static_cast<size_t>(*d)] = batch_numel * step;
-    batch_numel *= out_sizes[static_cast<size_t>(*d)];
-  }
-  return strides;
+  Ints inner_first(dims.rbegin(), dims.rend());
+  inner_first.insert(inner_first.end(), batch.rbegin(), batch.rend());
+  return inner_first;
 }
 
-Ints r2c_strides(const Tensor& self, const FftPlan& p) {
+// The output strides (dense in the order above: Note [Dense strides] in core/strides.h; no size is
+// 0, fft_dims refuses empty inputs).
+SymInts r2c_strides(const Tensor& self, const FftPlan& p) {
   Ints sorted = by_stride(Ints(p.dims.begin(), p.dims.end() - 1), self.strides());
   sorted.push_back(p.last);
-  return exec_fft_strides(self.strides(), p.out_sizes, sorted);
+  return dense_strides<SymInt>(p.out_sizes, exec_fft_order(self.strides(), sorted));
 }
 
-Ints c2r_strides(const Tensor& self, const FftPlan& p) {
+SymInts c2r_strides(const Tensor& self, const FftPlan& p) {
   Ints in_strides(self.strides().begin(), self.strides().end());
-  if (p.dims.size() > 1) {
-    const Ints sizes(self.sizes().begin(), self.sizes().end());
-    in_strides = exec_fft_strides(self.strides(), sizes, by_stride(Ints(p.dims.begin(), p.dims.end() - 1), self.strides()));
+  if (p.dims.size() > 1) {  // the layout of the complex transform of the other dims, run first
+    const Ints other_dims = by_stride(Ints(p.dims.begin(), p.dims.end() - 1), self.strides());
+    in_strides = dense_strides(self.sizes(), exec_fft_order(self.strides(), other_dims));
   }
-  return exec_fft_strides(in_strides, p.out_sizes, {p.last});
+  return dense_strides<SymInt>(p.out_sizes, exec_fft_order(in_strides, {p.last}));
 }
 
 // ---- kernels ----
@@ -220,24 +220,26 @@ std::vector<complex128> transform_dim(const std::vector<complex128>& in, Ints& s
   return out;
 }
 
-// The result laid out as PyTorch's (Note [FFT output layout]), converted once to dtype.
-Tensor laid_out(const Tensor& dense, const FftPlan& p, const Ints& strides, DType dtype) {
-  Tensor out = empty_strided(p.out_sizes, strides, TensorOptions(dtype, dense.device()));
-  out.copy_(dense);
-  return out;
+// The output of either kernel: the plan's sizes laid out as PyTorch's (Note [FFT output layout]).
+Tensor empty_fft(const Tensor& self, const FftPlan& p, const SymInts& strides, DType dtype) {
+  return empty_strided(p.out_sizes, strides, TensorOptions(dtype, self.device()));
 }
 
 Tensor r2c_cpu(const Tensor& self, const Ints& dim, int64_t normalization, bool onesided) {
-  const FftPlan p = plan_r2c(self, dim, normalization, onesided);
+  const FftPlan p = plan_r2c(self, dim, onesided);
+  const int64_t n = p.n.expect_int();
+  const double scale = plan_scale(p, normalization);
   Ints sizes(self.sizes().begin(), self.sizes().end());
   std::vector<complex128> x = self.to_vector<complex128>();
   for (size_t i = 0; i + 1 < p.dims.size(); ++i) {
     const int64_t d = p.dims[i];
     x = transform_dim(x, sizes, d, sizes[static_cast<size_t>(d)], sizes[static_cast<size_t>(d)], -1);
   }
-  x = transform_dim(x, sizes, p.last, p.out_sizes[static_cast<size_t>(p.last)], p.n, -1);
-  for (complex128& v : x) v *= p.scale;
-  return laid_out(from_vector<complex128>(x, sizes), p, r2c_strides(self, p), to_complex(self.dtype()));
+  x = transform_dim(x, sizes, p.last, p.out_sizes[static_cast<size_t>(p.last)].expect_int(), n, -1);
+  for (complex128& v : x) v *= scale;
+  Tensor out = empty_fft(self, p, r2c_strides(self, p), to_complex(self.dtype()));
+  out.copy_(from_vector<complex128>(x, sizes));  // converted once to the dtype
+  return out;
 }
 
 // w of Note [c2r reads a onesided spectrum]: 1 at 0 and N/2 (N even), 2 in between.
@@ -249,27 +251,22 @@ std::vector<double> hermitian_weights(int64_t n) {
 }
 
 Tensor c2r_cpu(const Tensor& self, const Ints& dim, int64_t normalization, int64_t last_dim_size) {
-  const FftPlan p = plan_c2r(self, dim, normalization, last_dim_size);
-  const Tensor spectrum = self.narrow(p.last, 0, p.half);  // a full spectrum's upper half is not read
+  const FftPlan p = plan_c2r(self, dim, last_dim_size);
+  const int64_t n = p.n.expect_int();
+  const double scale = plan_scale(p, normalization);
+  const Tensor spectrum = self.narrow(p.last, 0, p.half.expect_int());  // a full spectrum's upper half is not read
   Ints sizes(spectrum.sizes().begin(), spectrum.sizes().end());
   std::vector<complex128> h = spectrum.to_vector<complex128>();
   for (size_t i = 0; i + 1 < p.dims.size(); ++i) {
     const int64_t d = p.dims[i];
     h = transform_dim(h, sizes, d, sizes[static_cast<size_t>(d)], sizes[static_cast<size_t>(d)], +1);
   }
-  h = transform_dim(h, sizes, p.last, p.n, p.n, +1, hermitian_weights(p.n));
+  h = transform_dim(h, sizes, p.last, n, n, +1, hermitian_weights(n));
   std::vector<double> y(h.size());
-  for (size_t i = 0; i < h.size(); ++i) y[i] = h[i].real() * p.scale;
-  return laid_out(from_vector<double>(y, sizes), p, c2r_strides(self, p), to_real(self.dtype()));
-}
-
-// The fake kernels: the CPU kernels' metadata; symbolic sizes follow the input's.
-Tensor fft_fake(const Tensor& self, const FftPlan& p, const Ints& strides, DType dtype, const SymInt& last_size) {
-  Tensor out = empty_strided(p.out_sizes, strides, TensorOptions(dtype, self.device()));
-  if (!symbolic_fake(self)) return out;
-  std::vector<SymInt> sizes = self.sym_sizes();
-  sizes[static_cast<size_t>(p.last)] = last_size;
-  return with_dense_sym_shape(out, std::move(sizes));
+  for (size_t i = 0; i < h.size(); ++i) y[i] = h[i].real() * scale;
+  Tensor out = empty_fft(self, p, c2r_strides(self, p), to_real(self.dtype()));
+  out.copy_(from_vector<double>(y, sizes));
+  return out;
 }
 
 // ---- gradients ----
@@ -331,10 +328,12 @@ Tensor c2r_backward(const Ops& ops, const Tensor& grad, const FftArgs& a, int64_
   return ops.tensor("aten::constant_pad_nd", {g, IValue(pad), IValue(Scalar(0.0))});
 }
 
+// n is saved as the integer the formula's ops take (its value at the hint for a symbolic fake,
+// which a captured backward bakes in).
 void save_fft_args(autograd::AutogradContext& ctx, const FftPlan& p, int64_t normalization) {
   ctx.set("dims", IValue(p.dims));
   ctx.set("normalization", IValue(normalization));
-  ctx.set("n", IValue(p.n));
+  ctx.set("n", IValue(concrete_stand_in(p.n)));
 }
 
 // ---- vmap and samples ----
@@ -392,10 +391,9 @@ void register_r2c(Library& lib) {
               "the discrete Fourier transform of a real tensor over `dim` (exp(-2 pi i k n / N), scaled per "
               "normalization: 0 none, 1 1/sqrt(n), 2 1/n); onesided keeps the last dim's first N/2 + 1 entries");
   b.cpu(r2c_cpu)
-      .fake([](const Tensor& self, Ints dim, int64_t normalization, bool onesided) {
-        const FftPlan p = plan_r2c(self, dim, normalization, onesided);
-        const SymInt n = self.sym_sizes()[static_cast<size_t>(p.last)];
-        return fft_fake(self, p, r2c_strides(self, p), to_complex(self.dtype()), onesided ? floordiv(n, SymInt(2)) + 1 : n);
+      .fake([](const Tensor& self, Ints dim, int64_t, bool onesided) {
+        const FftPlan p = plan_r2c(self, dim, onesided);
+        return empty_fft(self, p, r2c_strides(self, p), to_complex(self.dtype()));
       })
       .dtypes({DType::Float32, DType::Float64});
   b.autograd(
@@ -404,7 +402,7 @@ void register_r2c(Library& lib) {
       },
       [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
         const Tensor self = inputs[0].to_tensor();
-        save_fft_args(ctx, plan_r2c(self, inputs[1].to<Ints>(), inputs[2].to_int(), inputs[3].to<bool>()), inputs[2].to_int());
+        save_fft_args(ctx, plan_r2c(self, inputs[1].to<Ints>(), inputs[3].to<bool>()), inputs[2].to_int());
         ctx.set("onesided", inputs[3]);
       },
       /*double_backward=*/true);
@@ -418,9 +416,9 @@ void register_c2r(Library& lib) {
               "the real inverse discrete Fourier transform (exp(+2 pi i k n / N)) over `dim` of a onesided spectrum: "
               "the last dim's first last_dim_size/2 + 1 entries, the imaginary parts of its DC and Nyquist entries ignored");
   b.cpu(c2r_cpu)
-      .fake([](const Tensor& self, Ints dim, int64_t normalization, int64_t last_dim_size) {
-        const FftPlan p = plan_c2r(self, dim, normalization, last_dim_size);
-        return fft_fake(self, p, c2r_strides(self, p), to_real(self.dtype()), SymInt(last_dim_size));
+      .fake([](const Tensor& self, Ints dim, int64_t, int64_t last_dim_size) {
+        const FftPlan p = plan_c2r(self, dim, last_dim_size);
+        return empty_fft(self, p, c2r_strides(self, p), to_real(self.dtype()));
       })
       .dtypes({DType::Complex64, DType::Complex128});
   b.autograd(
@@ -429,7 +427,7 @@ void register_c2r(Library& lib) {
       },
       [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
         const Tensor self = inputs[0].to_tensor();
-        const FftPlan p = plan_c2r(self, inputs[1].to<Ints>(), inputs[2].to_int(), inputs[3].to_int());
+        const FftPlan p = plan_c2r(self, inputs[1].to<Ints>(), inputs[3].to_int());
         save_fft_args(ctx, p, inputs[2].to_int());
         ctx.set("given", IValue(self.size(p.last)));
       },

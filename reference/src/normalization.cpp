@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "opconform/core/device_semantics.h"
 #include "opconform/core/fake_tensor.h"
 #include "opconform/core/generator.h"
 #include "opconform/reference/detail/calls.h"
@@ -49,6 +50,14 @@ DType parameter_dtype(std::string_view op, const Tensor& input,
     common = d;
   }
   return common.value_or(input.dtype());
+}
+
+// The dtype of layer norm's and batch norm's saved statistics: the parameters' (cpu_dtype) on
+// CPU, the accumulation dtype on CUDA — float32 for float16/bfloat16 input (Note
+// [Device-dependent semantics] in core/device_semantics.h).
+DType statistics_dtype(const Tensor& input, DType cpu_dtype) {
+  if (!semantic_device(input).is_cuda()) return cpu_dtype;
+  return input.dtype() == DType::Float16 || input.dtype() == DType::BFloat16 ? DType::Float32 : input.dtype();
 }
 
 void check_param_shape(std::string_view op, const MaybeTensor& p, const Ints& want, std::string_view arg) {
@@ -134,6 +143,18 @@ Tensor normalized_input_grad(const Ops& ops, const Tensor& gxhat, const Tensor& 
   return ops.add(gx, ops.mul(ops.mul(ops.mul(g_rstd, ops.mul(rstd, rstd)), xhat), -inv_n));
 }
 
+// A fake input with symbolic sizes: the fake kernels' contiguous results take its symbolic
+// sizes, dims from `kept` on (kept < 0: every dim) becoming 1.
+bool symbolic(const Tensor& t) { return t.is_fake() && t.has_symbolic_sizes(); }
+
+Tensor symbolic_like(const Tensor& input, DType dtype, int64_t kept = -1) {
+  std::vector<SymInt> sizes = input.sym_sizes();
+  if (kept >= 0) {
+    for (size_t d = static_cast<size_t>(kept); d < sizes.size(); ++d) sizes[d] = SymInt(1);
+  }
+  return make_fake_tensor(std::move(sizes), dtype, input.device());
+}
+
 // ---- layer norm ----
 
 struct LayerNormPlan {
@@ -144,7 +165,7 @@ struct LayerNormPlan {
 
 LayerNormPlan plan_layer_norm(std::string_view op, const Tensor& input, const Ints& normalized, const MaybeTensor& weight,
                               const MaybeTensor& bias) {
-  const DType stat = parameter_dtype(op, input, {{&weight, "weight"}, {&bias, "bias"}});
+  const DType stat = statistics_dtype(input, parameter_dtype(op, input, {{&weight, "weight"}, {&bias, "bias"}}));
   const int64_t k = static_cast<int64_t>(normalized.size());
   const Ints sizes = sizes_of(input);
   OPCONFORM_CHECK(k >= 1, ErrorCode::kInvalidArgument, op, ": argument 'normalized_shape' must have at least one element");
@@ -264,7 +285,22 @@ DType plan_batch_norm(std::string_view op, const Tensor& input, const MaybeTenso
   check_param_shape(op, bias, channels, "bias");
   check_param_shape(op, rm, channels, "running_mean");
   check_param_shape(op, rv, channels, "running_var");
-  return stat;
+  return statistics_dtype(input, stat);
+}
+
+// The 2nd and 3rd results of batch norm in eval mode: empty on CPU; on CUDA the running mean and
+// 1 / sqrt(running_var + eps) (Note [Device-dependent semantics]).
+std::pair<Tensor, Tensor> eval_statistics(const Tensor& input, DType stat, const Tensor& running_mean,
+                                          const Tensor& running_var, double eps) {
+  const TensorOptions stats(stat, input.device());
+  if (!semantic_device(input).is_cuda()) return {empty({0}, stats), empty({0}, stats)};
+  if (input.is_fake()) {
+    auto like = [&](const Tensor& t) { return symbolic(t) ? symbolic_like(t, stat) : empty_like(t, stats); };
+    return {like(running_mean), like(running_var)};
+  }
+  std::vector<double> invstd = running_var.to_vector<double>();
+  for (double& v : invstd) v = 1 / std::sqrt(v + eps);
+  return {running_mean.to(stat).clone(), make(invstd, sizes_of(running_var), stat)};
 }
 
 // The channel dim of every element of a contiguous tensor of these sizes.
@@ -310,18 +346,6 @@ void save_norm_context(autograd::AutogradContext& ctx, const Stack& inputs, cons
   save_inputs_and_outputs(ctx, inputs, outputs);
   for (const auto& [i, key] : optional_params) ctx.set(key, IValue(!inputs[i].is_none()));
   save_arguments(ctx, inputs);
-}
-
-// A fake input with symbolic sizes: the fake kernels' contiguous results take its symbolic
-// sizes, dims from `kept` on (kept < 0: every dim) becoming 1.
-bool symbolic(const Tensor& t) { return t.is_fake() && t.has_symbolic_sizes(); }
-
-Tensor symbolic_like(const Tensor& input, DType dtype, int64_t kept = -1) {
-  std::vector<SymInt> sizes = input.sym_sizes();
-  if (kept >= 0) {
-    for (size_t d = static_cast<size_t>(kept); d < sizes.size(); ++d) sizes[d] = SymInt(1);
-  }
-  return make_fake_tensor(std::move(sizes), dtype, input.device());
 }
 
 // ---- the norms' backward ops (Note [Backward ops as composites] in op_support.h) ----
@@ -422,7 +446,7 @@ std::pair<Tensor, Tensor> empty_dropout_results(std::string_view op, const Tenso
   if (symbolic(input)) {
     const std::vector<SymInt> sym_sizes = input.sym_sizes();
     const std::vector<SymInt> strides =
-        input.is_non_overlapping_and_dense() ? input.sym_strides() : contiguous_sym_strides(sym_sizes);
+        input.is_non_overlapping_and_dense() ? input.sym_strides() : contiguous_strides(sym_sizes);
     return {make_fake_tensor(sym_sizes, input.dtype(), input.device(), strides),
             make_fake_tensor(sym_sizes, DType::Bool, input.device(), strides)};
   }
@@ -711,14 +735,15 @@ void register_batch_norm(Library& lib) {
          const int64_t ch = channel_of(static_cast<int64_t>(k), sizes);
          y[k] = (x[k] - mean[ch]) / std::sqrt(var[ch] + eps) * w[ch] + bb[ch];
        }
-       const TensorOptions stats(stat, input.device());
-       return std::make_tuple(make(y, sizes, input.dtype()), empty({0}, stats), empty({0}, stats));
+       auto [mean_out, invstd_out] = eval_statistics(input, stat, running_mean, running_var, eps);
+       return std::make_tuple(make(y, sizes, input.dtype()), mean_out, invstd_out);
      })
         .fake([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, const Tensor& running_mean,
-                     const Tensor& running_var, double, double) {
-          const TensorOptions stats(plan_batch_norm(name, input, weight, bias, running_mean, running_var), input.device());
+                     const Tensor& running_var, double, double eps) {
+          const DType stat = plan_batch_norm(name, input, weight, bias, running_mean, running_var);
           Tensor out = symbolic(input) ? symbolic_like(input, input.dtype()) : empty_like(input);
-          return std::make_tuple(out, empty({0}, stats), empty({0}, stats));
+          auto [mean_out, invstd_out] = eval_statistics(input, stat, running_mean, running_var, eps);
+          return std::make_tuple(out, mean_out, invstd_out);
         })
         .autograd(with_ops(r, batch_norm_backward),
                   [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
@@ -865,12 +890,12 @@ void register_batch_norm_legit(Library& lib) {
      return std::make_tuple(std::move(s.y), std::move(s.mean), std::move(s.rstd));
    })
       .fake([name](const Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias, const Tensor& running_mean,
-                   const Tensor& running_var, bool training, double, double) {
+                   const Tensor& running_var, bool training, double, double eps) {
         const DType stat = plan_batch_norm(name, input, weight, bias, running_mean, running_var);
         if (training) return fake_batch_statistics(input, stat);
-        const TensorOptions stats(stat, input.device());
-        return std::make_tuple(symbolic(input) ? symbolic_like(input, input.dtype()) : empty_like(input), empty({0}, stats),
-                               empty({0}, stats));
+        auto [mean_out, invstd_out] = eval_statistics(input, stat, running_mean, running_var, eps);
+        return std::make_tuple(symbolic(input) ? symbolic_like(input, input.dtype()) : empty_like(input), mean_out,
+                               invstd_out);
       })
       .autograd(with_ops(r,
                          [](const Ops& ops, autograd::AutogradContext& ctx, const Grads& g) {

@@ -285,18 +285,10 @@ Tensor draw_tie_free(SampleDraw& draw, const std::vector<int64_t>& shape, DType 
 
 // c10's is_channels_last_strides_2d / _3d: does this 4-d (5-d) layout look channels-last?
 bool strides_like_channels_last(IntArrayRef sizes, IntArrayRef strides) {
-  static constexpr size_t order4[] = {1, 3, 2, 0};
-  static constexpr size_t order5[] = {1, 4, 3, 2, 0};
-  std::span<const size_t> order;
-  if (sizes.size() == 4)
-    order = order4;
-  else if (sizes.size() == 5)
-    order = order5;
-  else
-    return false;
+  if (sizes.size() != 4 && sizes.size() != 5) return false;
   if (strides[1] == 0) return false;
   int64_t min = 0;
-  for (size_t d : order) {
+  for (int64_t d : channels_last_order(static_cast<int64_t>(sizes.size()))) {
     if (sizes[d] == 0 || strides[d] < min) return false;
     if (d == 0 && min == strides[1]) return false;  // ambiguous (N111): contiguous wins
     min = strides[d] * (sizes[d] > 1 ? sizes[d] : 1);
@@ -304,51 +296,58 @@ bool strides_like_channels_last(IntArrayRef sizes, IntArrayRef strides) {
   return true;
 }
 
-// c10's get_channels_last_strides_2d / _3d (channel dim innermost).
-std::vector<int64_t> channels_last_strides(IntArrayRef sizes) {
-  std::vector<int64_t> st(sizes.size());
-  const size_t n = sizes.size();
-  st[1] = 1;
-  st[n - 1] = sizes[1];
-  for (size_t d = n - 1; d-- > 2;) st[d] = st[d + 1] * sizes[d + 1];
-  st[0] = st[2] * sizes[2];
-  return st;
+MemoryFormat suggest_memory_format(const Tensor& t) {
+  if (!strides_like_channels_last(t.sizes(), t.strides())) return MemoryFormat::Contiguous;
+  return t.dim() == 4 ? MemoryFormat::ChannelsLast : MemoryFormat::ChannelsLast3d;
 }
 
-// The strides of a new tensor shaped like `self` in `format` (empty_like / clone).
-std::vector<int64_t> strides_for_format(const Tensor& self, MemoryFormat format, std::string_view op) {
+std::vector<SymInt> format_strides(const std::vector<SymInt>& sizes, MemoryFormat format) {
+  switch (format) {
+    case MemoryFormat::Contiguous: return contiguous_strides(sizes);
+    case MemoryFormat::ChannelsLast:
+    case MemoryFormat::ChannelsLast3d: return channels_last_strides(sizes);
+    case MemoryFormat::Preserve: break;
+  }
+  throw Error(ErrorCode::kInternal, "format_strides: preserve_format is no layout of its own (strides_for_format)");
+}
+
+std::vector<SymInt> strides_for_format(const Tensor& self, MemoryFormat format, std::string_view op) {
   switch (format) {
     case MemoryFormat::Preserve:
-      if (self.is_non_overlapping_and_dense()) return std::vector<int64_t>(self.strides().begin(), self.strides().end());
-      return strides_like_channels_last(self.sizes(), self.strides()) ? channels_last_strides(self.sizes())
-                                                                      : contiguous_strides(self.sizes());
-    case MemoryFormat::Contiguous: return contiguous_strides(self.sizes());
+      if (self.is_non_overlapping_and_dense()) return self.sym_strides();
+      return format_strides(self.sym_sizes(), suggest_memory_format(self));
+    case MemoryFormat::Contiguous: break;
     case MemoryFormat::ChannelsLast:
       OPCONFORM_CHECK(self.dim() == 4, ErrorCode::kInvalidArgument, op,
                       ": required rank 4 tensor to use channels_last format, got rank ", self.dim());
-      return channels_last_strides(self.sizes());
+      break;
     case MemoryFormat::ChannelsLast3d:
       OPCONFORM_CHECK(self.dim() == 5, ErrorCode::kInvalidArgument, op,
                       ": required rank 5 tensor to use channels_last_3d format, got rank ", self.dim());
-      return channels_last_strides(self.sizes());
+      break;
   }
-  return contiguous_strides(self.sizes());
+  return format_strides(self.sym_sizes(), format);
 }
 
-// The memory format PyTorch suggests for a layout (for outputs "like" an input).
-std::vector<int64_t> suggested_strides(const Tensor& t) {
-  return strides_like_channels_last(t.sizes(), t.strides()) ? channels_last_strides(t.sizes())
-                                                            : contiguous_strides(t.sizes());
-}
-
-// A new uninitialised tensor shaped like self in `format` (fake under FakeTensorMode).
 Tensor new_like(const Tensor& self, MemoryFormat format, TensorOptions options, std::string_view op) {
-  return empty_strided(self.sizes(), strides_for_format(self, format, op), options);
+  return empty_strided(self.sym_sizes(), strides_for_format(self, format, op), options);
+}
+
+std::vector<int64_t> expect_ints(std::span<const SymInt> values) {
+  std::vector<int64_t> out;
+  out.reserve(values.size());
+  for (const SymInt& v : values) out.push_back(v.expect_int());
+  return out;
+}
+
+std::string sym_shape_string(std::span<const SymInt> sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + sizes[i].to_string();
+  return out + "]";
 }
 
 bool symbolic_fake(const Tensor& t) { return t.defined() && t.is_fake() && t.has_symbolic_sizes(); }
 
-// `out` (as the concrete kernel made it) with symbolic sizes and strides.
 Tensor with_sym_shape(const Tensor& out, std::vector<SymInt> sizes, std::vector<SymInt> strides) {
   OPCONFORM_CHECK(static_cast<int64_t>(sizes.size()) == out.dim() && sizes.size() == strides.size(),
                   ErrorCode::kInternal, "symbolic shape of rank ", sizes.size(), " for an output of rank ", out.dim());
@@ -361,31 +360,5 @@ Tensor with_sym_shape(const Tensor& out, std::vector<SymInt> sizes, std::vector<
   t.unsafe_impl()->sym_shape = std::make_shared<const SymShape>(SymShape{std::move(sizes), std::move(strides)});
   return t;
 }
-
-// Dense strides for symbolic sizes, in the dimension order of out's concrete strides.
-std::vector<SymInt> dense_sym_strides(const Tensor& out, const std::vector<SymInt>& sizes) {
-  const int64_t n = out.dim();
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    if (out.stride(a) != out.stride(b)) return out.stride(a) < out.stride(b);
-    return a > b;
-  });
-  std::vector<SymInt> strides(static_cast<size_t>(n), SymInt(0));
-  SymInt next = 1;
-  for (int64_t d : order) {
-    strides[static_cast<size_t>(d)] = next;
-    const SymInt& s = sizes[static_cast<size_t>(d)];
-    next = s.is_symbolic() ? next * s : next * std::max<int64_t>(*s.maybe_as_int(), 1);
-  }
-  return strides;
-}
-
-// A new (non-view) output with symbolic sizes, dense in out's layout order.
-Tensor with_dense_sym_shape(const Tensor& out, std::vector<SymInt> sizes) {
-  std::vector<SymInt> strides = dense_sym_strides(out, sizes);
-  return with_sym_shape(out, std::move(sizes), std::move(strides));
-}
-
 
 }  // namespace opconform::reference::detail

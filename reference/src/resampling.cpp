@@ -33,6 +33,7 @@ namespace {
 using namespace detail;
 using Grads = std::vector<Tensor>;
 using Ints = std::vector<int64_t>;
+using SymInts = std::vector<SymInt>;
 
 enum class PadMode { reflect, replicate };
 
@@ -45,17 +46,46 @@ int64_t pad_source(PadMode mode, int64_t o, int64_t before, int64_t size) {
   return x;
 }
 
-// The geometry of a separable index map: per spatial dim in order, the input and output sizes
-// and the input index each output index reads.
-struct SpatialMap {
+// The output shape of a separable map (Note [Shape plans over SymInt]): the whole output's sizes
+// and, per spatial dim in order, the input and output sizes.
+struct SpatialShape {
   int64_t first_spatial = 0;  // the dim of the first spatial size
-  Ints in_sizes, out_sizes;
-  std::vector<Ints> sources;  // sources[k][o]
-  Ints sizes;                 // the whole output's
-  Ints before;                // padding only: the pad before, per spatial dim
+  SymInts in_sizes, out_sizes;
+  SymInts sizes;  // the whole output's
 };
 
-SpatialMap plan_padding(std::string_view op, PadMode mode, int64_t spatial, IntArrayRef self, const Ints& padding) {
+// The same at concrete sizes, with the input index each output index reads: what the CPU kernels
+// and the backward formulas loop over.
+struct SpatialMap {
+  int64_t first_spatial = 0;
+  Ints in_sizes, out_sizes;
+  std::vector<Ints> sources;  // sources[k][o]; index maps only
+  Ints sizes;
+  Ints before;  // padding only: the pad before, per spatial dim
+};
+
+// A shape's concrete sizes (an error on symbolic ones: a CPU kernel or a recorded backward).
+SpatialMap at_concrete_sizes(const SpatialShape& shape) {
+  return {shape.first_spatial, expect_ints(shape.in_sizes), expect_ints(shape.out_sizes), {}, expect_ints(shape.sizes), {}};
+}
+
+// Fills map.sources with source(k, o, in, out) for every output index o of spatial dim k.
+template <typename Source>
+void add_sources(SpatialMap& map, Source source) {
+  for (size_t k = 0; k < map.in_sizes.size(); ++k) {
+    Ints sources(static_cast<size_t>(map.out_sizes[k]));
+    for (int64_t o = 0; o < map.out_sizes[k]; ++o) sources[static_cast<size_t>(o)] = source(k, o, map.in_sizes[k], map.out_sizes[k]);
+    map.sources.push_back(std::move(sources));
+  }
+}
+
+// A padding op's output shape and, per spatial dim, the pad before.
+struct PadPlan {
+  SpatialShape shape;
+  Ints before;
+};
+
+PadPlan plan_padding(std::string_view op, PadMode mode, int64_t spatial, const SymInts& self, const Ints& padding) {
   OPCONFORM_CHECK(static_cast<int64_t>(padding.size()) == 2 * spatial, ErrorCode::kInvalidArgument, op,
                   ": padding size is expected to be ", 2 * spatial, ", got ", padding.size());
   const auto rank = static_cast<int64_t>(self.size());
@@ -63,40 +93,47 @@ SpatialMap plan_padding(std::string_view op, PadMode mode, int64_t spatial, IntA
   for (int64_t d = rank == spatial + 2 ? 1 : 0; nonempty && d < rank; ++d) nonempty = self[d] != 0;
   OPCONFORM_CHECK(nonempty, ErrorCode::kInvalidArgument, op, ": expected ", spatial + 1, "D or ", spatial + 2,
                   "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for input, but got: ",
-                  shape_string(self));
-  SpatialMap plan;
-  plan.first_spatial = rank - spatial;
-  plan.sizes.assign(self.begin(), self.end());
+                  sym_shape_string(self));
+  PadPlan plan;
+  SpatialShape& shape = plan.shape;
+  shape.first_spatial = rank - spatial;
+  shape.sizes = self;
   for (int64_t k = 0; k < spatial; ++k) {
-    const int64_t d = plan.first_spatial + k, size = self[d];
+    const int64_t d = shape.first_spatial + k;
+    const SymInt& size = self[d];
     const int64_t before = padding[static_cast<size_t>(2 * (spatial - 1 - k))];
     const int64_t after = padding[static_cast<size_t>(2 * (spatial - 1 - k) + 1)];
     if (mode == PadMode::reflect) {
-      OPCONFORM_CHECK(before < size && after < size, ErrorCode::kInvalidArgument, op,
+      OPCONFORM_CHECK(size > before && size > after, ErrorCode::kInvalidArgument, op,
                       ": padding size should be less than the corresponding input dimension, but got: padding (",
-                      before, ", ", after, ") at dimension ", d, " of input ", shape_string(self));
+                      before, ", ", after, ") at dimension ", d, " of input ", sym_shape_string(self));
     }
-    const int64_t out = size + before + after;
+    const SymInt out = size + before + after;
     OPCONFORM_CHECK(out >= 1, ErrorCode::kInvalidArgument, op, ": input (size ", size, " at dimension ", d,
                     ") is too small; calculated output size: ", out);
-    plan.before.push_back(before), plan.in_sizes.push_back(size), plan.out_sizes.push_back(out);
-    plan.sizes[static_cast<size_t>(d)] = out;
-    Ints sources(static_cast<size_t>(out));
-    for (int64_t o = 0; o < out; ++o) sources[static_cast<size_t>(o)] = pad_source(mode, o, before, size);
-    plan.sources.push_back(std::move(sources));
+    plan.before.push_back(before), shape.in_sizes.push_back(size), shape.out_sizes.push_back(out);
+    shape.sizes[static_cast<size_t>(d)] = out;
   }
   return plan;
 }
 
-// The output's strides: channels-last when a 4-d or 5-d input is (PyTorch's padding and upsampling
-// kernels keep the suggested memory format), else row-major.
-Ints padded_strides(const Tensor& self, const Ints& sizes) {
-  const bool channels_last = (self.dim() == 4 || self.dim() == 5) && strides_like_channels_last(self.sizes(), self.strides());
-  return channels_last ? channels_last_strides(sizes) : contiguous_strides(sizes);
+// The map pad_source gives each output index.
+SpatialMap pad_map(PadMode mode, const PadPlan& plan) {
+  SpatialMap map = at_concrete_sizes(plan.shape);
+  map.before = plan.before;
+  add_sources(map, [&](size_t k, int64_t o, int64_t in, int64_t) { return pad_source(mode, o, plan.before[k], in); });
+  return map;
 }
 
-// Copies each output element from its source: a data movement, the same for every dtype.
-Tensor gather_spatial(const Tensor& self, const SpatialMap& plan) {
+// A new output of these sizes in self's suggested memory format (PyTorch's padding, upsampling
+// and adaptive pooling kernels keep it): the CPU and fake kernels' output alike.
+Tensor empty_resampled(const Tensor& self, const SymInts& sizes) {
+  return empty_strided(sizes, format_strides(sizes, suggest_memory_format(self)), self.options());
+}
+
+// Copies each output element of `out` (a new tensor of plan.sizes) from its source: a data
+// movement, the same for every dtype.
+Tensor gather_spatial(const Tensor& self, const SpatialMap& plan, Tensor out) {
   const Tensor in = self.contiguous();
   Tensor dense = empty(plan.sizes, self.options());
   const int64_t spatial = static_cast<int64_t>(plan.in_sizes.size());
@@ -118,21 +155,8 @@ Tensor gather_spatial(const Tensor& self, const SpatialMap& plan) {
     for (int64_t i = 0; i < out_inner; ++i)
       std::memcpy(to + static_cast<size_t>(l * out_inner + i) * item,
                   from + static_cast<size_t>(l * in_inner + source[static_cast<size_t>(i)]) * item, item);
-  Tensor out = empty_strided(plan.sizes, padded_strides(self, plan.sizes), self.options());
   out.copy_(dense);
   return out;
-}
-
-Tensor pad_fake(const Tensor& self, const SpatialMap& plan, const Ints& padding) {
-  Tensor out = empty_strided(plan.sizes, padded_strides(self, plan.sizes), self.options());
-  if (!symbolic_fake(self)) return out;
-  std::vector<SymInt> sizes = self.sym_sizes();
-  for (size_t k = 0; k < plan.before.size(); ++k) {
-    const size_t d = static_cast<size_t>(plan.first_spatial) + k;
-    const size_t pair = 2 * (plan.before.size() - 1 - k);
-    sizes[d] = sizes[d] + SymInt(padding[pair] + padding[pair + 1]);
-  }
-  return with_dense_sym_shape(out, std::move(sizes));
 }
 
 // The map of spatial dim k as an int64 tensor made by registry ops (Note [Separable index maps]).
@@ -200,17 +224,18 @@ void register_pad(Library& lib, const std::string& fam, PadMode mode, int64_t sp
                   "; negative pads crop");
   const std::string name = b.name();
   b.cpu([name, mode, spatial](const Tensor& self, Ints padding) {
-     return gather_spatial(self, plan_padding(name, mode, spatial, self.sizes(), padding));
+     const PadPlan plan = plan_padding(name, mode, spatial, self.sym_sizes(), padding);
+     return gather_spatial(self, pad_map(mode, plan), empty_resampled(self, plan.shape.sizes));
    })
       .fake([name, mode, spatial](const Tensor& self, Ints padding) {
-        return pad_fake(self, plan_padding(name, mode, spatial, self.sizes(), padding), padding);
+        return empty_resampled(self, plan_padding(name, mode, spatial, self.sym_sizes(), padding).shape.sizes);
       })
       .dtypes(concat_dtypes(kReal, {DType::Complex64, DType::Complex128}));
   b.autograd(
       [name, mode, spatial, ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
         const Ints sizes = ctx.get("sizes").to<Ints>(), padding = ctx.get("padding").to<Ints>();
-        const SpatialMap plan = plan_padding(name, mode, spatial, sizes, padding);
-        return {scatter_back(ops, g[0], plan, pad_source_index(mode, plan)), Tensor()};
+        const SpatialMap map = pad_map(mode, plan_padding(name, mode, spatial, SymInts(sizes.begin(), sizes.end()), padding));
+        return {scatter_back(ops, g[0], map, pad_source_index(mode, map)), Tensor()};
       },
       [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
         const Tensor self = inputs[0].to_tensor();
@@ -242,12 +267,20 @@ int64_t nearest_source(int64_t o, int64_t in, int64_t out, std::optional<double>
 }
 
 struct NearestPlan {
-  SpatialMap map;
+  SpatialShape shape;
   std::vector<std::optional<double>> scales;  // per spatial dim: the scale_factor, if given
 };
 
+// The output size of `in` scaled by `factor` (PyTorch's compute_output_size: floor(in * factor)).
+// A symbolic size keeps its symbol for an integral factor; another factor gives the size at the
+// hint, which a captured graph bakes in (the samples draw integral factors only).
+SymInt scaled_size(const SymInt& in, double factor) {
+  if (in.is_symbolic() && factor == std::floor(factor)) return in * static_cast<int64_t>(factor);
+  return static_cast<int64_t>(std::floor(static_cast<double>(concrete_stand_in(in)) * factor));
+}
+
 // upsample_nearest2d.vec's checks (PyTorch's upsample_2d_common_check and compute_output_size).
-NearestPlan plan_nearest(std::string_view op, IntArrayRef self, const std::optional<Ints>& output_size,
+NearestPlan plan_nearest(std::string_view op, const SymInts& self, const std::optional<Ints>& output_size,
                          const std::optional<std::vector<double>>& scale_factors) {
   OPCONFORM_CHECK(output_size.has_value() != scale_factors.has_value(), ErrorCode::kInvalidArgument, op,
                   ": must specify exactly one of output_size and scale_factors");
@@ -256,53 +289,41 @@ NearestPlan plan_nearest(std::string_view op, IntArrayRef self, const std::optio
   OPCONFORM_CHECK(!scale_factors || scale_factors->size() == 2, ErrorCode::kInvalidArgument, op,
                   ": argument 'scale_factors' must have 2 elements, got ", scale_factors ? scale_factors->size() : 0);
   OPCONFORM_CHECK(self.size() == 4 && self[1] > 0 && self[2] > 0 && self[3] > 0, ErrorCode::kInvalidArgument, op,
-                  ": non-empty 4D data tensor expected but got a tensor with sizes ", shape_string(self));
+                  ": non-empty 4D data tensor expected but got a tensor with sizes ", sym_shape_string(self));
   NearestPlan p;
-  p.map.first_spatial = 2;
-  p.map.sizes.assign(self.begin(), self.end());
+  p.shape.first_spatial = 2;
+  p.shape.sizes = self;
   for (size_t k = 0; k < 2; ++k) {
-    const int64_t in = self[2 + k];
-    const int64_t out = output_size ? (*output_size)[k]
-                                    : static_cast<int64_t>(std::floor(static_cast<double>(in) * (*scale_factors)[k]));
+    const SymInt& in = self[2 + k];
+    const SymInt out = output_size ? SymInt((*output_size)[k]) : scaled_size(in, (*scale_factors)[k]);
     OPCONFORM_CHECK(out > 0, ErrorCode::kInvalidArgument, op,
                     ": input and output sizes should be greater than 0, but got input (H: ", self[2], ", W: ", self[3],
                     ") and output size ", out, " in spatial dim ", k);
     p.scales.push_back(scale_factors ? std::optional<double>((*scale_factors)[k]) : std::nullopt);
-    p.map.in_sizes.push_back(in), p.map.out_sizes.push_back(out);
-    p.map.sizes[2 + k] = out;
-    Ints sources(static_cast<size_t>(out));
-    for (int64_t o = 0; o < out; ++o) sources[static_cast<size_t>(o)] = nearest_source(o, in, out, p.scales[k]);
-    p.map.sources.push_back(std::move(sources));
+    p.shape.in_sizes.push_back(in), p.shape.out_sizes.push_back(out);
+    p.shape.sizes[2 + k] = out;
   }
   return p;
 }
 
+// The map nearest_source gives each output index.
+SpatialMap nearest_map(const NearestPlan& p) {
+  SpatialMap map = at_concrete_sizes(p.shape);
+  add_sources(map, [&](size_t k, int64_t o, int64_t in, int64_t out) { return nearest_source(o, in, out, p.scales[k]); });
+  return map;
+}
+
 // nearest_source over arange, by registry ops: o, o // 2, or floor(float(o) * scale) clamped.
-SourceIndex nearest_source_index(const NearestPlan& p) {
-  return [p](const Ops& ops, size_t k, Device device) {
-    const int64_t in = p.map.in_sizes[k], out = p.map.out_sizes[k];
+SourceIndex nearest_source_index(const SpatialMap& map, const std::vector<std::optional<double>>& scales) {
+  return [map, scales](const Ops& ops, size_t k, Device device) {
+    const int64_t in = map.in_sizes[k], out = map.out_sizes[k];
     const Tensor o = ops.arange(out, device);
     if (out == in) return o;
     if (out == 2 * in) return ops.tensor("aten::div.Scalar_mode", {o, Scalar(int64_t{2}), IValue(std::string("floor"))});
-    const float s = nearest_scale(p.scales[k], in, out);
+    const float s = nearest_scale(scales[k], in, out);
     const Tensor scaled = ops.tensor("aten::floor", {ops.mul(ops.to(o, DType::Float32), Scalar(static_cast<double>(s)))});
     return ops.tensor("aten::clamp", {ops.to(scaled, DType::Int64), IValue(), IValue(Scalar(in - 1))});
   };
-}
-
-// A symbolic input's output: batch and channels stay its symbols; an output_size or an integral
-// scale factor gives the spatial sizes (another factor: the sizes at the hints, not symbolic).
-Tensor nearest_fake(const Tensor& self, const NearestPlan& p, bool from_sizes) {
-  Tensor out = empty_strided(p.map.sizes, padded_strides(self, p.map.sizes), self.options());
-  if (!symbolic_fake(self)) return out;
-  std::vector<SymInt> sizes = self.sym_sizes();
-  for (size_t k = 0; k < 2; ++k) {
-    const double f = p.scales[k].value_or(0);
-    if (from_sizes) sizes[2 + k] = SymInt(p.map.out_sizes[k]);
-    else if (f == std::floor(f)) sizes[2 + k] = sizes[2 + k] * SymInt(static_cast<int64_t>(f));
-    else sizes[2 + k] = SymInt(p.map.out_sizes[k]);
-  }
-  return with_dense_sym_shape(out, std::move(sizes));
 }
 
 Stack nearest_sample(SampleDraw& draw) {
@@ -311,7 +332,7 @@ Stack nearest_sample(SampleDraw& draw) {
   if (draw.coin()) {
     return Stack{IValue(input), IValue(Ints{draw.integer(1, 7), draw.integer(1, 7)}), IValue()};
   }
-  // Integral factors only: other factors give sizes a symbolic fake cannot follow (nearest_fake).
+  // Integral factors only: other factors give sizes a symbolic fake cannot follow (scaled_size).
   const std::vector<double> factors{static_cast<double>(draw.integer(1, 3)), static_cast<double>(draw.integer(1, 3))};
   return Stack{IValue(input), IValue(), IValue(factors)};
 }
@@ -324,19 +345,22 @@ void register_upsample_nearest2d(Library& lib) {
   using Sizes = std::optional<Ints>;
   using Factors = std::optional<std::vector<double>>;
   b.cpu([name](const Tensor& input, Sizes output_size, Factors scale_factors) {
-     return gather_spatial(input, plan_nearest(name, input.sizes(), output_size, scale_factors).map);
+     const NearestPlan p = plan_nearest(name, input.sym_sizes(), output_size, scale_factors);
+     return gather_spatial(input, nearest_map(p), empty_resampled(input, p.shape.sizes));
    })
       .fake([name](const Tensor& input, Sizes output_size, Factors scale_factors) {
-        return nearest_fake(input, plan_nearest(name, input.sizes(), output_size, scale_factors), output_size.has_value());
+        return empty_resampled(input, plan_nearest(name, input.sym_sizes(), output_size, scale_factors).shape.sizes);
       })
       .dtypes({DType::UInt8, DType::Float16, DType::BFloat16, DType::Float32, DType::Float64});
   b.autograd(
       [name, ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
         const IValue sizes = ctx.get("output_size"), factors = ctx.get("scale_factors");
-        const NearestPlan p = plan_nearest(name, ctx.get("sizes").to<Ints>(),
+        const Ints input_sizes = ctx.get("sizes").to<Ints>();
+        const NearestPlan p = plan_nearest(name, SymInts(input_sizes.begin(), input_sizes.end()),
                                            sizes.is_none() ? Sizes() : Sizes(sizes.to<Ints>()),
                                            factors.is_none() ? Factors() : Factors(factors.to<std::vector<double>>()));
-        return {scatter_back(ops, g[0], p.map, nearest_source_index(p)), Tensor(), Tensor()};
+        const SpatialMap map = nearest_map(p);
+        return {scatter_back(ops, g[0], map, nearest_source_index(map, p.scales)), Tensor(), Tensor()};
       },
       [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
         const Tensor input = inputs[0].to_tensor();
@@ -354,29 +378,24 @@ void register_upsample_nearest2d(Library& lib) {
 int64_t area_start(int64_t o, int64_t in, int64_t out) { return o * in / out; }
 int64_t area_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
 
-struct AreaPlan {
-  int64_t first_spatial = 0;
-  Ints in_sizes, out_sizes;
-  Ints sizes;  // the whole output's
-};
-
-// _adaptive_avg_pool{2,3}d's checks (PyTorch's adaptive_avg_pool{2,3}d_out_cpu_template).
-AreaPlan plan_area(std::string_view op, int64_t spatial, IntArrayRef self, const Ints& output_size) {
+// _adaptive_avg_pool{2,3}d's checks (PyTorch's adaptive_avg_pool{2,3}d_out_cpu_template) and
+// output shape; at_concrete_sizes gives the windows' geometry.
+SpatialShape plan_area(std::string_view op, int64_t spatial, const SymInts& self, const SymInts& output_size) {
   OPCONFORM_CHECK(static_cast<int64_t>(output_size.size()) == spatial, ErrorCode::kInvalidArgument, op,
                   ": output_size must be ", spatial, " ints, got ", output_size.size());
   const auto rank = static_cast<int64_t>(self.size());
   OPCONFORM_CHECK(rank == spatial + 1 || rank == spatial + 2, ErrorCode::kInvalidArgument, op, ": expected ",
-                  spatial + 1, "D or ", spatial + 2, "D tensor, but got ", shape_string(self));
+                  spatial + 1, "D or ", spatial + 2, "D tensor, but got ", sym_shape_string(self));
   for (int64_t d = rank - spatial - 1; d < rank; ++d)
     OPCONFORM_CHECK(self[d] > 0, ErrorCode::kInvalidArgument, op,
                     ": expected input to have non-zero size for non-batch dimensions, but input has sizes ",
-                    shape_string(self), " with dimension ", d, " being empty");
-  AreaPlan p;
+                    sym_shape_string(self), " with dimension ", d, " being empty");
+  SpatialShape p;
   p.first_spatial = rank - spatial;
-  p.sizes.assign(self.begin(), self.end());
+  p.sizes = self;
   for (int64_t k = 0; k < spatial; ++k) {
     OPCONFORM_CHECK(output_size[k] >= 0, ErrorCode::kInvalidArgument, op,
-                    ": elements of output_size must be greater than or equal to 0, got ", shape_string(output_size));
+                    ": elements of output_size must be greater than or equal to 0, got ", sym_shape_string(output_size));
     p.in_sizes.push_back(self[p.first_spatial + k]), p.out_sizes.push_back(output_size[k]);
     p.sizes[static_cast<size_t>(p.first_spatial + k)] = output_size[k];
   }
@@ -385,7 +404,7 @@ AreaPlan plan_area(std::string_view op, int64_t spatial, IntArrayRef self, const
 
 // Calls f(flat input position, window size) for each input position in output `at`'s window.
 template <typename F>
-void for_each_in_window(const AreaPlan& p, const Ints& at, F&& f) {
+void for_each_in_window(const SpatialMap& p, const Ints& at, F&& f) {
   Ints start, extent;
   int64_t cells = 1;
   for (size_t k = 0; k < at.size(); ++k) {
@@ -406,9 +425,9 @@ int64_t product_of(const Ints& v) {
   return n;
 }
 
-// The mean of each window, in double, rounded once (forward), or each gradient spread over its
-// window (backward: `grad` has the output's sizes, the result the input's).
-Tensor area_cpu(const Tensor& self, const AreaPlan& p) {
+// The mean of each window, in double, rounded once, into `out` (forward), or each gradient spread
+// over its window (backward: `grad` has the output's sizes, `out` the input's).
+Tensor area_cpu(const Tensor& self, const SpatialMap& p, Tensor out) {
   const std::vector<double> x = self.contiguous().to_vector<double>();
   const int64_t in_inner = product_of(p.in_sizes), out_inner = product_of(p.out_sizes);
   const int64_t leading = self.numel() / in_inner;
@@ -422,12 +441,11 @@ Tensor area_cpu(const Tensor& self, const AreaPlan& p) {
       y[o++] = sum / static_cast<double>(cells);
     });
   }
-  Tensor out = empty_strided(p.sizes, padded_strides(self, p.sizes), self.options());
   out.copy_(from_vector<double>(y, p.sizes).to(self.dtype()));
   return out;
 }
 
-Tensor area_backward_cpu(const Tensor& grad, const Tensor& self, const AreaPlan& p) {
+Tensor area_backward_cpu(const Tensor& grad, const Tensor& self, const SpatialMap& p, Tensor out) {
   const std::vector<double> g = grad.contiguous().to_vector<double>();
   const int64_t in_inner = product_of(p.in_sizes), out_inner = product_of(p.out_sizes);
   const int64_t leading = self.numel() / in_inner;
@@ -441,9 +459,7 @@ Tensor area_backward_cpu(const Tensor& grad, const Tensor& self, const AreaPlan&
       });
     });
   }
-  const Ints sizes(self.sizes().begin(), self.sizes().end());
-  Tensor out = empty_strided(sizes, padded_strides(self, sizes), self.options());
-  out.copy_(from_vector<double>(x, sizes).to(self.dtype()));
+  out.copy_(from_vector<double>(x, Ints(self.sizes().begin(), self.sizes().end())).to(self.dtype()));
   return out;
 }
 
@@ -476,7 +492,7 @@ Tensor linear_adjoint(const Ops& ops, const Tensor& grad, int64_t first_spatial,
 }
 
 // Area resampling's weights: 1 / window size inside output o's window, else 0.
-WeightMatrix area_weights(const AreaPlan& p) {
+WeightMatrix area_weights(const SpatialMap& p) {
   return [p](const Ops& ops, size_t k, DType dtype, Device device) {
     const int64_t in = p.in_sizes[k], out = p.out_sizes[k];
     const Tensor o = ops.view(ops.arange(out, device), {out, 1}), i = ops.view(ops.arange(in, device), {1, in});
@@ -508,20 +524,18 @@ void register_adaptive_avg_pool(Library& lib, int64_t spatial) {
                   " dims ([floor(o * in / out), ceil((o + 1) * in / out)) per dim)");
   const std::string name = b.name();
   b.cpu([name, spatial](const Tensor& self, Ints output_size) {
-     return area_cpu(self, plan_area(name, spatial, self.sizes(), output_size));
+     const SpatialShape p = plan_area(name, spatial, self.sym_sizes(), SymInts(output_size.begin(), output_size.end()));
+     return area_cpu(self, at_concrete_sizes(p), empty_resampled(self, p.sizes));
    })
       .fake([name, spatial](const Tensor& self, Ints output_size) {
-        const AreaPlan p = plan_area(name, spatial, self.sizes(), output_size);
-        Tensor out = empty_strided(p.sizes, padded_strides(self, p.sizes), self.options());
-        if (!symbolic_fake(self)) return out;
-        std::vector<SymInt> sizes = self.sym_sizes();
-        for (size_t k = 0; k < p.out_sizes.size(); ++k) sizes[static_cast<size_t>(p.first_spatial) + k] = SymInt(p.out_sizes[k]);
-        return with_dense_sym_shape(out, std::move(sizes));
+        return empty_resampled(self, plan_area(name, spatial, self.sym_sizes(), SymInts(output_size.begin(), output_size.end())).sizes);
       })
       .dtypes(kFloating);
   b.autograd(
       [name, spatial, ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
-        const AreaPlan p = plan_area(name, spatial, ctx.get("sizes").to<Ints>(), ctx.get("output_size").to<Ints>());
+        const Ints sizes = ctx.get("sizes").to<Ints>(), output_size = ctx.get("output_size").to<Ints>();
+        const SpatialMap p = at_concrete_sizes(
+            plan_area(name, spatial, SymInts(sizes.begin(), sizes.end()), SymInts(output_size.begin(), output_size.end())));
         return {linear_adjoint(ops, g[0], p.first_spatial, p.in_sizes, p.out_sizes, area_weights(p)), Tensor()};
       },
       [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack&) {
@@ -546,19 +560,21 @@ void register_adaptive_avg_pool2d_backward(Library& lib) {
                     ErrorCode::kInvalidArgument, name, ": expected a 3D or 4D 'grad_output' of self's rank and dtype, got ", shape_string(grad.sizes()), " ",
                     opconform::name(grad.dtype()), " for self ", shape_string(self.sizes()), " ",
                     opconform::name(self.dtype()));
-    const Ints output_size(grad.sizes().end() - 2, grad.sizes().end());
-    const AreaPlan p = plan_area(name, 2, self.sizes(), output_size);
-    OPCONFORM_CHECK(Ints(grad.sizes().begin(), grad.sizes().end()) == p.sizes, ErrorCode::kInvalidArgument, name,
-                    ": 'grad_output' ", shape_string(grad.sizes()), " must have self's leading sizes ",
-                    shape_string(self.sizes()));
+    const SymInts grad_sizes = grad.sym_sizes();
+    const SpatialShape p = plan_area(name, 2, self.sym_sizes(), SymInts(grad_sizes.end() - 2, grad_sizes.end()));
+    bool same = true;  // grad_output's sizes are the forward's output sizes (guards where symbolic)
+    for (size_t d = 0; same && d < grad_sizes.size(); ++d) same = grad_sizes[d] == p.sizes[d];
+    OPCONFORM_CHECK(same, ErrorCode::kInvalidArgument, name, ": 'grad_output' ", shape_string(grad.sizes()),
+                    " must have self's leading sizes ", shape_string(self.sizes()));
     return p;
   };
-  b.cpu([plan](const Tensor& grad, const Tensor& self) { return area_backward_cpu(grad, self, plan(grad, self)); })
+  // The output: self's shape (the input of the forward) in self's suggested memory format.
+  b.cpu([plan](const Tensor& grad, const Tensor& self) {
+     return area_backward_cpu(grad, self, at_concrete_sizes(plan(grad, self)), empty_resampled(self, self.sym_sizes()));
+   })
       .fake([plan](const Tensor& grad, const Tensor& self) {
         plan(grad, self);
-        const Ints sizes(self.sizes().begin(), self.sizes().end());
-        Tensor out = empty_strided(sizes, padded_strides(self, sizes), self.options());
-        return symbolic_fake(self) ? with_dense_sym_shape(out, self.sym_sizes()) : out;
+        return empty_resampled(self, self.sym_sizes());
       })
       .dtypes(kFloating);
   b.autograd(
@@ -600,29 +616,29 @@ BilinearTap bilinear_tap(int64_t o, int64_t in, int64_t out, bool align_corners,
   return {i0, i0 + (i0 < in - 1 ? 1 : 0), std::clamp(source - static_cast<double>(i0), 0.0, 1.0)};
 }
 
-struct BilinearPlan {
-  NearestPlan geometry;  // the same checks and output sizes as nearest
+// The taps of bilinear upsampling, at the concrete sizes of nearest's plan (the same checks and
+// output shape).
+struct BilinearTaps {
+  SpatialMap map;
+  std::vector<std::optional<double>> scales;
   bool align_corners = false;
   std::vector<std::vector<BilinearTap>> taps;  // per spatial dim, per output index
 };
 
-BilinearPlan plan_bilinear(std::string_view op, IntArrayRef self, const std::optional<Ints>& output_size,
-                           bool align_corners, const std::optional<std::vector<double>>& scale_factors) {
-  BilinearPlan p;
-  p.geometry = plan_nearest(op, self, output_size, scale_factors);
-  p.align_corners = align_corners;
-  const SpatialMap& m = p.geometry.map;
+BilinearTaps bilinear_taps(const NearestPlan& plan, bool align_corners) {
+  BilinearTaps p{at_concrete_sizes(plan.shape), plan.scales, align_corners, {}};
+  const SpatialMap& m = p.map;
   for (size_t k = 0; k < 2; ++k) {
     std::vector<BilinearTap> taps;
     for (int64_t o = 0; o < m.out_sizes[k]; ++o)
-      taps.push_back(bilinear_tap(o, m.in_sizes[k], m.out_sizes[k], align_corners, p.geometry.scales[k]));
+      taps.push_back(bilinear_tap(o, m.in_sizes[k], m.out_sizes[k], align_corners, p.scales[k]));
     p.taps.push_back(std::move(taps));
   }
   return p;
 }
 
-Tensor bilinear_cpu(const Tensor& self, const BilinearPlan& p) {
-  const SpatialMap& m = p.geometry.map;
+Tensor bilinear_cpu(const Tensor& self, const BilinearTaps& p, Tensor out) {
+  const SpatialMap& m = p.map;
   const std::vector<double> x = self.contiguous().to_vector<double>();
   const int64_t h = m.in_sizes[0], w = m.in_sizes[1], oh = m.out_sizes[0], ow = m.out_sizes[1];
   const int64_t planes = self.numel() / (h * w);
@@ -639,15 +655,14 @@ Tensor bilinear_cpu(const Tensor& self, const BilinearPlan& p) {
       }
     }
   }
-  Tensor out = empty_strided(m.sizes, padded_strides(self, m.sizes), self.options());
   out.copy_(from_vector<double>(y, m.sizes).to(self.dtype()));
   return out;
 }
 
 // bilinear_tap over arange by registry ops, as [out, in] weights: 1 - lambda at i0, lambda at i1.
-WeightMatrix bilinear_weights(const BilinearPlan& p) {
+WeightMatrix bilinear_weights(const BilinearTaps& p) {
   return [p](const Ops& ops, size_t k, DType dtype, Device device) {
-    const SpatialMap& m = p.geometry.map;
+    const SpatialMap& m = p.map;
     const int64_t in = m.in_sizes[k], out = m.out_sizes[k];
     const Tensor i = ops.view(ops.arange(in, device), {1, in});
     const Tensor o = ops.view(ops.arange(out, device), {out, 1});
@@ -657,7 +672,7 @@ WeightMatrix bilinear_weights(const BilinearPlan& p) {
     if (p.align_corners) {
       source = ops.mul(of, Scalar(out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0));
     } else {
-      const double ratio = linear_ratio(p.geometry.scales[k], in, out);
+      const double ratio = linear_ratio(p.scales[k], in, out);
       source = ops.tensor("aten::clamp",
                           {ops.add(ops.mul(ops.add(of, Scalar(0.5)), Scalar(ratio)), Scalar(-0.5)), IValue(Scalar(0.0)), IValue()});
     }
@@ -682,20 +697,22 @@ void register_upsample_bilinear2d(Library& lib) {
   using Sizes = std::optional<Ints>;
   using Factors = std::optional<std::vector<double>>;
   b.cpu([name](const Tensor& input, Sizes output_size, bool align_corners, Factors scale_factors) {
-     return bilinear_cpu(input, plan_bilinear(name, input.sizes(), output_size, align_corners, scale_factors));
+     const NearestPlan p = plan_nearest(name, input.sym_sizes(), output_size, scale_factors);
+     return bilinear_cpu(input, bilinear_taps(p, align_corners), empty_resampled(input, p.shape.sizes));
    })
-      .fake([name](const Tensor& input, Sizes output_size, bool align_corners, Factors scale_factors) {
-        const BilinearPlan p = plan_bilinear(name, input.sizes(), output_size, align_corners, scale_factors);
-        return nearest_fake(input, p.geometry, output_size.has_value());
+      .fake([name](const Tensor& input, Sizes output_size, bool, Factors scale_factors) {
+        return empty_resampled(input, plan_nearest(name, input.sym_sizes(), output_size, scale_factors).shape.sizes);
       })
       .dtypes(kFloating);
   b.autograd(
       [name, ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
         const IValue sizes = ctx.get("output_size"), factors = ctx.get("scale_factors");
-        const BilinearPlan p = plan_bilinear(name, ctx.get("sizes").to<Ints>(), sizes.is_none() ? Sizes() : Sizes(sizes.to<Ints>()),
-                                             ctx.get("align_corners").to<bool>(),
-                                             factors.is_none() ? Factors() : Factors(factors.to<std::vector<double>>()));
-        const SpatialMap& m = p.geometry.map;
+        const Ints input_sizes = ctx.get("sizes").to<Ints>();
+        const BilinearTaps p = bilinear_taps(plan_nearest(name, SymInts(input_sizes.begin(), input_sizes.end()),
+                                                          sizes.is_none() ? Sizes() : Sizes(sizes.to<Ints>()),
+                                                          factors.is_none() ? Factors() : Factors(factors.to<std::vector<double>>())),
+                                             ctx.get("align_corners").to<bool>());
+        const SpatialMap& m = p.map;
         return {linear_adjoint(ops, g[0], m.first_spatial, m.in_sizes, m.out_sizes, bilinear_weights(p)), Tensor(),
                 Tensor(), Tensor()};
       },

@@ -32,34 +32,28 @@ int64_t product(const Ints& v) { return std::accumulate(v.begin(), v.end(), int6
 // ---- symbolic sizes of fake outputs (test_aot_dispatch_dynamic) ----
 //
 // A fake input with symbolic sizes (s0, s1, ...) gives outputs whose sym_sizes() are expressions
-// of those symbols, so a captured graph replays at other sizes. The kernels still compute the
-// concrete output (sizes at the hints, the aliasing, the offset); these attach the symbolic sizes
-// and strides to a new tensor object over the same memory. Concrete fakes and real tensors take
-// the old path unchanged.
+// of those symbols, so a captured graph replays at other sizes. New tensors (cat, flip, repeat,
+// constant_pad_nd, clone, _to_copy) are made from one shape plan over SymInt for the CPU and the
+// fake kernel (Note [Shape plans over SymInt] in op_support.h). Views are metadata of their input:
+// the kernel computes the concrete view (sizes at the hints, the aliasing, the offset), and the
+// helpers below attach the view's symbolic sizes and strides, which follow from the input's.
 using SymInts = std::vector<SymInt>;
 
 SymInt sym_min(const SymInt& a, const SymInt& b) { return a <= b ? a : b; }
 SymInt sym_max(const SymInt& a, const SymInt& b) { return a >= b ? a : b; }
 
-// A new output of self's sizes: self's symbolic strides where out took self's strides, else dense.
-Tensor sym_like(const Tensor& out, const Tensor& self) {
-  if (!symbolic_fake(self) || out.dim() != self.dim()) return out;
-  const bool same = std::equal(out.strides().begin(), out.strides().end(), self.strides().begin(), self.strides().end());
-  return same ? with_sym_shape(out, self.sym_sizes(), self.sym_strides()) : with_dense_sym_shape(out, self.sym_sizes());
-}
-
 // PyTorch's computeStride on symbolic sizes (comparisons record guards): the strides of a view
 // of (sizes, strides) as new_sizes, or nullopt.
 std::optional<SymInts> sym_view_strides(const SymInts& oldshape, const SymInts& oldstride, const SymInts& newshape) {
   SymInts newstride(newshape.size(), SymInt(0));
-  if (oldshape.empty()) return contiguous_sym_strides(newshape);
+  if (oldshape.empty()) return contiguous_strides(newshape);
   SymInt numel = 1;
   for (const auto& s : oldshape) numel = numel * s;
   if (numel == SymInt(0)) {
     bool equal = oldshape.size() == newshape.size();
     for (size_t i = 0; equal && i < oldshape.size(); ++i) equal = oldshape[i] == newshape[i];
     if (equal) return oldstride;
-    return contiguous_sym_strides(newshape);
+    return contiguous_strides(newshape);
   }
   int64_t view_d = static_cast<int64_t>(newshape.size()) - 1;
   SymInt chunk_base_stride = oldstride.back();
@@ -429,7 +423,7 @@ void register_to_copy(Library& lib, const std::string& fam) {
     Tensor out = new_like(self, format.value_or(MemoryFormat::Preserve),
                           TensorOptions(dtype.value_or(self.dtype()), device.value_or(self.device())), name);
     out.copy_(self);  // converts the dtype (a no-op on fake tensors)
-    return sym_like(out, self);
+    return out;
   };
   b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
   b.autograd(
@@ -886,7 +880,7 @@ void register_alias_and_split(Library& lib, const std::string& fam) {
 struct CatPlan {
   std::vector<Tensor> kept;
   int64_t dim = 0;
-  Ints sizes, strides;
+  SymInts sizes, strides;  // Note [Shape plans over SymInt]
   DType dtype;
 };
 
@@ -907,26 +901,28 @@ CatPlan plan_cat(const std::vector<Tensor>& tensors, int64_t dim, std::string_vi
   plan.sizes = {0};
   if (!plan.kept.empty()) {
     const Tensor& first = plan.kept.front();
+    const SymInts first_sizes = first.sym_sizes();
     plan.dim = wrap_dim(dim, first.dim(), op);
-    plan.sizes = vec(first.sizes());
+    plan.sizes = first_sizes;
     plan.sizes[static_cast<size_t>(plan.dim)] = 0;
     for (size_t i = 0; i < plan.kept.size(); ++i) {
       const Tensor& t = plan.kept[i];
       OPCONFORM_CHECK(t.dim() == first.dim(), ErrorCode::kInvalidArgument, op,
                       ": tensors must have the same number of dimensions: got ", first.dim(), " and ", t.dim());
-      for (int64_t d = 0; d < t.dim(); ++d) {
-        OPCONFORM_CHECK(d == plan.dim || t.size(d) == first.size(d), ErrorCode::kInvalidArgument, op,
+      const SymInts sizes = t.sym_sizes();
+      for (size_t d = 0; d < sizes.size(); ++d) {  // equal sizes: guards where symbolic
+        OPCONFORM_CHECK(d == static_cast<size_t>(plan.dim) || sizes[d] == first_sizes[d], ErrorCode::kInvalidArgument, op,
                         ": sizes of tensors must match except in dimension ", plan.dim, ". Expected size ",
-                        first.size(d), " but got size ", t.size(d), " for tensor number ", i, " in the list");
+                        first_sizes[d], " but got size ", sizes[d], " for tensor number ", i, " in the list");
       }
-      plan.sizes[static_cast<size_t>(plan.dim)] += t.size(plan.dim);
+      plan.sizes[static_cast<size_t>(plan.dim)] += sizes[static_cast<size_t>(plan.dim)];
     }
   }
-  // Channels-last when every input suggests it, else contiguous.
+  // Channels-last when every input suggests it (so every one is 4-d, or every one 5-d), else
+  // contiguous.
   bool channels_last = true;
   for (const Tensor& t : tensors) channels_last = channels_last && strides_like_channels_last(t.sizes(), t.strides());
-  plan.strides =
-      channels_last && plan.sizes.size() >= 4 ? channels_last_strides(plan.sizes) : contiguous_strides(plan.sizes);
+  plan.strides = format_strides(plan.sizes, channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
   return plan;
 }
 
@@ -947,7 +943,8 @@ KernelFunction cat_autograd_kernel(Registry& registry, const std::string& name) 
           op.redispatch_boxed(keys.after(DispatchKey::AutogradOther), stack);
           return;
         }
-        const int64_t total = plan.sizes[static_cast<size_t>(plan.dim)];
+        // The pads are integers: at the hints for symbolic fakes (the recorded graph's constants).
+        const int64_t total = concrete_stand_in(plan.sizes[static_cast<size_t>(plan.dim)]);
         Tensor out;
         int64_t start = 0;
         for (const Tensor& t : plan.kept) {
@@ -978,20 +975,7 @@ void register_cat(Library& lib, const std::string& fam) {
   });
   b.fake([name](const std::vector<Tensor>& tensors, int64_t dim) {
     CatPlan plan = plan_cat(tensors, dim, name);
-    Tensor out = empty_strided(plan.sizes, plan.strides, TensorOptions(plan.dtype, tensors[0].device()));
-    if (plan.kept.empty() || std::none_of(plan.kept.begin(), plan.kept.end(), symbolic_fake)) return out;
-    // Each size from the first input (the others equal to it: guards), the cat dim summed.
-    SymInts sizes = plan.kept.front().sym_sizes();
-    const auto d = static_cast<size_t>(plan.dim);
-    sizes[d] = SymInt(0);
-    for (const Tensor& t : plan.kept) {
-      const SymInts ts = t.sym_sizes();
-      for (size_t k = 0; k < ts.size(); ++k) {
-        if (k != d) (void)(ts[k] == sizes[k]);
-      }
-      sizes[d] = sizes[d] + ts[d];
-    }
-    return with_dense_sym_shape(out, std::move(sizes));
+    return empty_strided(plan.sizes, plan.strides, TensorOptions(plan.dtype, tensors[0].device()));
   });
   b.dtypes(kAll);
   b.autograd_kernel(cat_autograd_kernel(r, name));
@@ -1061,7 +1045,7 @@ void register_flip(Library& lib, const std::string& fam) {
   });
   b.fake([name](const Tensor& self, Ints dims) {
     dim_mask(dims, self.dim(), name, "dims");
-    return sym_like(new_like(self, MemoryFormat::Preserve, self.options(), name), self);
+    return new_like(self, MemoryFormat::Preserve, self.options(), name);
   });
   b.dtypes(kAll);
   b.autograd(
@@ -1085,15 +1069,16 @@ void register_flip(Library& lib, const std::string& fam) {
 
 // repeat: self (padded with leading size-1 dims to len(repeats)) tiled repeats[i] times along i.
 struct RepeatPlan {
-  Ints padded, target;
+  SymInts padded, target;  // Note [Shape plans over SymInt]
 };
 RepeatPlan plan_repeat(const Tensor& self, const Ints& repeats, std::string_view op) {
   const int64_t n = static_cast<int64_t>(repeats.size());
   OPCONFORM_CHECK(n >= self.dim(), ErrorCode::kInvalidArgument, op, ": number of dimensions of argument 'repeats' (", n,
                   ") can not be smaller than the number of dimensions of the tensor (", self.dim(), ")");
   RepeatPlan plan;
-  plan.padded.assign(static_cast<size_t>(n - self.dim()), 1);
-  plan.padded.insert(plan.padded.end(), self.sizes().begin(), self.sizes().end());
+  plan.padded.assign(static_cast<size_t>(n - self.dim()), SymInt(1));
+  const SymInts sizes = self.sym_sizes();
+  plan.padded.insert(plan.padded.end(), sizes.begin(), sizes.end());
   for (int64_t i = 0; i < n; ++i) {
     OPCONFORM_CHECK(repeats[static_cast<size_t>(i)] >= 0, ErrorCode::kInvalidArgument, op,
                     ": argument 'repeats' has a negative entry ", repeats[static_cast<size_t>(i)]);
@@ -1112,29 +1097,19 @@ void register_repeat(Library& lib, const std::string& fam) {
     Tensor out = empty(plan.target, self.options());
     if (out.numel() == 0) return out;
     // out seen as [r0, p0, r1, p1, ...] receives self seen as [1, p0, 1, p1, ...] expanded.
+    const Ints padded = expect_ints(plan.padded);
     const Ints out_strides = vec(out.strides());
-    const Ints self_strides = vec(self.view(plan.padded).strides());
+    const Ints self_strides = vec(self.view(padded).strides());
     Ints tiled_sizes, tiled_out, tiled_in;
     for (size_t i = 0; i < repeats.size(); ++i) {
-      tiled_sizes.insert(tiled_sizes.end(), {repeats[i], plan.padded[i]});
-      tiled_out.insert(tiled_out.end(), {plan.padded[i] * out_strides[i], out_strides[i]});
+      tiled_sizes.insert(tiled_sizes.end(), {repeats[i], padded[i]});
+      tiled_out.insert(tiled_out.end(), {padded[i] * out_strides[i], out_strides[i]});
       tiled_in.insert(tiled_in.end(), {0, self_strides[i]});
     }
     out.as_strided(tiled_sizes, tiled_out, 0).copy_(self.as_strided(tiled_sizes, tiled_in, self.storage_offset()));
     return out;
   });
-  b.fake([name](const Tensor& self, Ints repeats) {
-    Tensor out = empty(plan_repeat(self, repeats, name).target, self.options());
-    if (!symbolic_fake(self)) return out;
-    const SymInts in_sizes = self.sym_sizes();
-    const int64_t lead = static_cast<int64_t>(repeats.size()) - self.dim();
-    SymInts sizes;
-    for (int64_t i = 0; i < static_cast<int64_t>(repeats.size()); ++i) {
-      const SymInt r(repeats[static_cast<size_t>(i)]);
-      sizes.push_back(i < lead ? r : r * in_sizes[static_cast<size_t>(i - lead)]);
-    }
-    return with_dense_sym_shape(out, std::move(sizes));
-  });
+  b.fake([name](const Tensor& self, Ints repeats) { return empty(plan_repeat(self, repeats, name).target, self.options()); });
   b.dtypes(kAll);
   // Backward: the gradient seen as [r0, p0, r1, p1, ...], summed over the repeat dims.
   b.autograd(
@@ -1175,9 +1150,9 @@ void register_repeat(Library& lib, const std::string& fam) {
 
 // constant_pad_nd: pad = [left, right] pairs from the last dim backwards; negative entries crop.
 struct PadPlan {
-  Tensor cropped;         // self with the negative pads cut off
+  Tensor cropped;         // self with the negative pads cut off (a view)
   bool crop_only = true;  // no positive pad: the result is a copy of `cropped`
-  Ints sizes;             // the output's sizes
+  SymInts sizes;          // the output's sizes (Note [Shape plans over SymInt])
 };
 PadPlan plan_pad(const Tensor& self, const Ints& pad, std::string_view op) {
   OPCONFORM_CHECK(pad.size() % 2 == 0, ErrorCode::kInvalidArgument, op,
@@ -1189,19 +1164,26 @@ PadPlan plan_pad(const Tensor& self, const Ints& pad, std::string_view op) {
                   pad.size(), " while the input has ", rank, " dimensions");
   PadPlan plan;
   plan.cropped = self;
-  plan.sizes = vec(self.sizes());
+  const SymInts in_sizes = self.sym_sizes();
+  plan.sizes = in_sizes;
+  SymInts cropped_sizes = in_sizes;
   for (int64_t d = rank - pairs; d < rank; ++d) {
     const int64_t before = pad[static_cast<size_t>(2 * (rank - d - 1))],
                   after = pad[static_cast<size_t>(2 * (rank - d - 1) + 1)];
-    const int64_t size = self.size(d) + before + after;
-    OPCONFORM_CHECK(size >= 0, ErrorCode::kInvalidArgument, op, ": the input size ", self.size(d),
+    const auto du = static_cast<size_t>(d);
+    const SymInt size = in_sizes[du] + before + after;
+    OPCONFORM_CHECK(size >= 0, ErrorCode::kInvalidArgument, op, ": the input size ", in_sizes[du],
                     ", plus negative padding ", before, " and ", after,
                     " resulted in a negative output size, which is invalid. Check dimension ", d, " of your input");
-    plan.sizes[static_cast<size_t>(d)] = size;
+    plan.sizes[du] = size;
+    cropped_sizes[du] += std::min<int64_t>(before, 0) + std::min<int64_t>(after, 0);
     if (before < 0) plan.cropped = plan.cropped.narrow(d, -before, plan.cropped.size(d) + before);
     if (after < 0) plan.cropped = plan.cropped.narrow(d, 0, plan.cropped.size(d) + after);
     plan.crop_only = plan.crop_only && before <= 0 && after <= 0;
   }
+  // A view of self: its strides are self's, its sizes self's less the crops.
+  if (symbolic_fake(self) && !plan.cropped.is_same(self))
+    plan.cropped = with_sym_shape(plan.cropped, std::move(cropped_sizes), self.sym_strides());
   return plan;
 }
 
@@ -1223,34 +1205,20 @@ void register_constant_pad_nd(Library& lib, const std::string& fam) {
               "self padded with `value` (pad: before/after pairs from the last dim backwards; negative crops)");
   const std::string name = b.name();
   // The output: a copy of the cropped input when nothing is added (clone's layout), else a new
-  // tensor in self's suggested memory format filled with value by aten::fill.Scalar (which checks
-  // that value fits the dtype, as PyTorch's fill_), the input copied inside.
-  // Symbolic fakes: each padded dim's size plus its two pads.
-  auto symbolic = [](const Tensor& self, const Ints& pad, const Tensor& out) {
-    if (!symbolic_fake(self)) return out;
-    SymInts sizes = self.sym_sizes();
-    for (size_t i = 0; 2 * i + 1 < pad.size(); ++i) {
-      const size_t d = sizes.size() - 1 - i;
-      sizes[d] = sizes[d] + SymInt(pad[2 * i] + pad[2 * i + 1]);
-    }
-    return with_dense_sym_shape(out, std::move(sizes));
-  };
-  auto fake = [name, ops = Ops(r), symbolic](const Tensor& self, Ints pad, const Scalar& value) {
-    const PadPlan plan = plan_pad(self, pad, name);
-    if (plan.crop_only) return symbolic(self, pad, ops.tensor("aten::clone", {plan.cropped}));
-    Tensor out =
-        ops.tensor("aten::fill.Scalar", {empty_strided(plan.sizes, suggested_strides(self), self.options()), value});
-    return symbolic(self, pad, out);
-  };
+  // tensor filled with value by aten::fill.Scalar (which checks that value fits the dtype, as
+  // PyTorch's fill_), the input copied inside. fill.Scalar keeps the layout of the tensor it is
+  // given: the output's sizes with the strides of self's suggested memory format (over self's
+  // sizes), which fill.Scalar keeps where they are dense for the output and otherwise replaces by
+  // the format they suggest. One kernel for CPU and fake tensors (copies are no-ops on fakes).
   auto kernel = [name, ops = Ops(r)](const Tensor& self, Ints pad, const Scalar& value) {
     const PadPlan plan = plan_pad(self, pad, name);
     if (plan.crop_only) return ops.tensor("aten::clone", {plan.cropped});
-    Tensor out =
-        ops.tensor("aten::fill.Scalar", {empty_strided(plan.sizes, suggested_strides(self), self.options()), value});
+    const SymInts like_self = format_strides(self.sym_sizes(), suggest_memory_format(self));
+    Tensor out = ops.tensor("aten::fill.Scalar", {empty_strided(plan.sizes, like_self, self.options()), value});
     pad_interior(out, pad).copy_(plan.cropped);  // a no-op on fake tensors
     return out;
   };
-  b.cpu(kernel).fake(fake).dtypes(kAll);
+  b.cpu(kernel).fake(kernel).dtypes(kAll);
   b.autograd(
       [ops = Ops(r)](autograd::AutogradContext& ctx, const Grads& g) -> Grads {
         Ints negated = saved_ints(ctx, "pad");
@@ -1289,7 +1257,7 @@ void register_clone_and_copy(Library& lib, const std::string& fam) {
     auto kernel = [name = b.name()](const Tensor& self, std::optional<MemoryFormat> format) {
       Tensor out = new_like(self, format.value_or(MemoryFormat::Preserve), self.options(), name);
       out.copy_(self);  // a no-op on fake tensors
-      return sym_like(out, self);
+      return out;
     };
     b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
     b.autograd([](autograd::AutogradContext&, const Grads& g) -> Grads { return {g[0], Tensor()}; });
@@ -1315,15 +1283,20 @@ void register_clone_and_copy(Library& lib, const std::string& fam) {
         if (self.stride(d) == 0 && self.size(d) > 1) return true;
       return false;
     }();
-    Tensor out = overlaps ? new_like(self, MemoryFormat::Preserve, self.options(), name)
-                          : empty_strided(Ints{geometry_end(self.sizes(), self.strides(), self.storage_offset())},
-                                          Ints{1}, self.options())
-                                .as_strided(self.sizes(), self.strides(), self.storage_offset());
+    Tensor out;
+    if (overlaps) {
+      out = new_like(self, MemoryFormat::Preserve, self.options(), name);
+    } else {
+      out = empty_strided(Ints{geometry_end(self.sizes(), self.strides(), self.storage_offset())}, Ints{1}, self.options())
+                .as_strided(self.sizes(), self.strides(), self.storage_offset());
+      // A view of the new buffer in self's geometry: its symbolic sizes and strides are self's.
+      if (symbolic_fake(self)) out = with_sym_shape(out, self.sym_sizes(), self.sym_strides());
+    }
     OPCONFORM_CHECK(src.device() == self.device() || src.dim() == 0, ErrorCode::kInvalidArgument, name,
                     ": argument 'src' is on ", src.device().to_string(), " but 'self' is on ",
                     self.device().to_string());
     out.copy_(src);  // broadcasts and converts; a no-op on fake tensors
-    return sym_like(out, self);
+    return out;
   };
   b.composite_explicit(kernel).fake(kernel).dtypes(kAll);
   b.autograd(

@@ -70,11 +70,12 @@ void select_along(const Tensor& self, int64_t d, const Tensor& values, const Ten
                                      });
 }
 
-// sort's outputs take the input's strides when it is dense, else dense strides in its memory
-// order (PyTorch's sort.stable meta function: infer_dense_strides).
-std::vector<int64_t> sort_strides(const Tensor& self) {
-  if (self.is_non_overlapping_and_dense()) return {self.strides().begin(), self.strides().end()};
-  return elementwise_strides(self.sizes(), {self});
+// sort's outputs take the input's (symbolic) strides when it is dense, else dense strides in its
+// memory order (PyTorch's sort.stable meta function: infer_dense_strides), over its sizes.
+std::vector<SymInt> sort_strides(const Tensor& self) {
+  if (self.is_non_overlapping_and_dense()) return self.sym_strides();
+  const std::vector<int64_t> memory_order = elementwise_strides(self.sizes(), {self});
+  return dense_strides<SymInt>(self.sym_sizes(), layout_order(self.sizes(), memory_order));
 }
 
 // The size of the lane along d (1 for a 0-d tensor).
@@ -87,11 +88,11 @@ void check_sortable(std::string_view op, DType d) {
 std::tuple<Tensor, Tensor> sort_kernel(std::string_view op, const Tensor& self, int64_t dim, bool descending) {
   const int64_t d = wrap_dim(dim, self.dim(), op);
   check_sortable(op, self.dtype());
-  const auto strides = sort_strides(self);
+  const std::vector<SymInt> sizes = self.sym_sizes(), strides = sort_strides(self);
   return visit_wide<Domain::Real>(op, self.dtype(), [&](auto tag) {
     using W = typename decltype(tag)::type;
-    Tensor values = empty_strided(self.sizes(), strides, TensorOptions(dtype_of_v<W>));
-    Tensor indices = empty_strided(self.sizes(), strides, TensorOptions(DType::Int64));
+    Tensor values = empty_strided(sizes, strides, TensorOptions(dtype_of_v<W>));
+    Tensor indices = empty_strided(sizes, strides, TensorOptions(DType::Int64));
     select_along<W>(self, d, values, indices, [&](const std::vector<W>& lane) {
       return sorted_positions(lane, descending, static_cast<int64_t>(lane.size()));
     });
@@ -99,12 +100,13 @@ std::tuple<Tensor, Tensor> sort_kernel(std::string_view op, const Tensor& self, 
   });
 }
 
-// topk's outputs are contiguous, dim d of size k.
-std::vector<int64_t> topk_shape(std::string_view op, const Tensor& self, int64_t k, int64_t d) {
-  OPCONFORM_CHECK(k >= 0 && k <= lane_size(self, d), ErrorCode::kInvalidArgument, op, ": argument 'k' (", k,
-                  ") is out of range for dimension ", d, " of size ", lane_size(self, d));
-  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
-  if (!shape.empty()) shape[d] = k;
+// topk's outputs are contiguous, dim d of size k (a guard that k fits a symbolic lane).
+std::vector<SymInt> topk_shape(std::string_view op, const Tensor& self, int64_t k, int64_t d) {
+  std::vector<SymInt> shape = self.sym_sizes();
+  const SymInt lane = shape.empty() ? SymInt(1) : shape[static_cast<size_t>(d)];
+  OPCONFORM_CHECK(k >= 0 && lane >= k, ErrorCode::kInvalidArgument, op, ": argument 'k' (", k,
+                  ") is out of range for dimension ", d, " of size ", lane);
+  if (!shape.empty()) shape[static_cast<size_t>(d)] = k;
   return shape;
 }
 
@@ -204,14 +206,9 @@ void register_sorting(Library& lib) {
         .fake([name](const Tensor& self, int64_t dim, bool) {
           wrap_dim(dim, self.dim(), name);
           check_sortable(name, self.dtype());
-          const auto strides = sort_strides(self);
-          Tensor values = empty_strided(self.sizes(), strides, self.options());
-          Tensor indices = empty_strided(self.sizes(), strides, TensorOptions(DType::Int64, self.device()));
-          if (symbolic_fake(self)) {
-            values = with_dense_sym_shape(values, self.sym_sizes());
-            indices = with_dense_sym_shape(indices, self.sym_sizes());
-          }
-          return std::make_tuple(values, indices);
+          const std::vector<SymInt> sizes = self.sym_sizes(), strides = sort_strides(self);
+          return std::make_tuple(empty_strided(sizes, strides, self.options()),
+                                 empty_strided(sizes, strides, TensorOptions(DType::Int64, self.device())));
         })
         .autograd(picked_values_backward(ops), remember_dim(1))
         .dtypes(sortable)
@@ -232,16 +229,7 @@ void register_sorting(Library& lib) {
           const int64_t d = wrap_dim(dim, self.dim(), name);
           check_sortable(name, self.dtype());
           const auto shape = topk_shape(name, self, k, d);
-          Tensor values = empty(shape, self.options());
-          Tensor indices = empty(shape, TensorOptions(DType::Int64, self.device()));
-          if (symbolic_fake(self) && self.dim() > 0) {
-            std::vector<SymInt> sizes = self.sym_sizes();
-            (void)(sizes[static_cast<size_t>(d)] >= SymInt(k));  // the guard that k fits
-            sizes[static_cast<size_t>(d)] = SymInt(k);
-            values = with_dense_sym_shape(values, sizes);
-            indices = with_dense_sym_shape(indices, std::move(sizes));
-          }
-          return std::make_tuple(values, indices);
+          return std::make_tuple(empty(shape, self.options()), empty(shape, TensorOptions(DType::Int64, self.device())));
         })
         .autograd(picked_values_backward(ops), remember_dim(2))
         .dtypes(kReal)

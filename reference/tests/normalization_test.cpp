@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "opconform/core/autograd.h"
+#include "opconform/core/device_semantics.h"
 #include "opconform/core/generator.h"
 #include "opconform/core/vmap.h"
 #include "support/reference_test_support.h"
@@ -274,6 +275,40 @@ TEST(Normalization, BatchNormLegitUpdatesTheRunningStatisticsInTraining) {
                            doubles({0.3, -0.2, 0.1}, {3}), doubles({1.5, 0.7, 2}, {3}), IValue(training), IValue(0.1),
                            IValue(1e-3)});
   }
+}
+
+// Note [Device-dependent semantics]: with CUDA's semantics (the guard a check sets when it
+// compares a CUDA kernel on host copies), the statistics follow PyTorch's CUDA kernels: float32
+// for a bfloat16 input, and batch norm's eval mode returns the running statistics (checked against
+// torch 2.11 CUDA by the OpInfo replay). Without the guard, CPU's: the input's dtype, empty.
+TEST(Normalization, StatisticsFollowTheSemanticDevice) {
+  const Tensor x = doubles({1, 3, 2, 6}, {2, 2}).to(DType::BFloat16);
+  auto layer_norm = [&] {
+    return call_all("aten::native_layer_norm", {x, IValue(std::vector<int64_t>{2}), IValue(), IValue(), IValue(0.0)});
+  };
+  EXPECT_EQ(layer_norm()[1].to_tensor().dtype(), DType::BFloat16);
+  const Tensor rm = doubles({1, 10}, {2}), rv = doubles({4, 16}, {2});
+  auto eval = [&](const Tensor& input) {
+    return call_all("aten::_native_batch_norm_legit_no_training",
+                    {input, IValue(), IValue(), rm.to(input.dtype()), rv.to(input.dtype()), IValue(0.1), IValue(0.0)});
+  };
+  EXPECT_EQ(eval(doubles({1, 10, 3, 20}, {2, 2}))[1].to_tensor().numel(), 0);
+  {
+    SemanticDeviceGuard as_cuda(Device::cuda());
+    const Stack ln = layer_norm();
+    EXPECT_EQ(ln[1].to_tensor().dtype(), DType::Float32);
+    EXPECT_EQ(ln[2].to_tensor().dtype(), DType::Float32);
+    expect_values(ln[1].to_tensor(), {2, 4});
+    const Stack bn = eval(doubles({1, 10, 3, 20}, {2, 2}).to(DType::Float16));
+    EXPECT_EQ(bn[1].to_tensor().dtype(), DType::Float32);
+    expect_values(bn[1].to_tensor(), {1, 10});
+    expect_values(bn[2].to_tensor(), {0.5, 0.25});
+    // _native_batch_norm_legit in eval mode is the same inference.
+    const Stack legit = call_all("aten::_native_batch_norm_legit", {doubles({1, 10, 3, 20}, {2, 2}), IValue(), IValue(), rm.clone(),
+                                                                   rv.clone(), IValue(false), IValue(0.1), IValue(0.0)});
+    expect_values(legit[2].to_tensor(), {0.5, 0.25});
+  }
+  EXPECT_EQ(layer_norm()[1].to_tensor().dtype(), DType::BFloat16);  // the guard is gone
 }
 
 }  // namespace

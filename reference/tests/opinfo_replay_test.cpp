@@ -23,6 +23,7 @@
 
 #include "opconform/conformance/tolerance.h"
 #include "opconform/core/cuda.h"
+#include "opconform/core/device_semantics.h"
 #include "opconform/core/default_value.h"
 #include "opconform/core/layout.h"
 #include "support/reference_test_support.h"
@@ -331,31 +332,49 @@ void replay(Registry& registry, const json& call, std::map<std::string, OpTally>
   auto note = [&](const std::string& where, const std::string& what) {
     if (t.examples.size() < 3) t.examples.push_back(where + " (" + call.value("source", "") + "): " + what);
   };
-  std::vector<IValue> got;
   std::optional<OperatorHandle> op;
   Stack inputs;
+  // The reference's result with CPU's semantics, or with CUDA's (Note [Device-dependent semantics]
+  // in core/device_semantics.h): the CUDA column is compared with what the reference says a CUDA
+  // kernel returns, which differs from CPU's for the norms' statistics. Each run decodes its own
+  // arguments: an in-place op writes them.
+  auto run = [&](std::optional<Device> semantics) {
+    std::optional<SemanticDeviceGuard> guard;
+    if (semantics) guard.emplace(*semantics);
+    Stack stack = decode_call(*op, args);
+    op->call_boxed(stack);
+    return flatten(stack);
+  };
+  std::vector<IValue> got;
   try {
     op = registry.get(*replayed_as);
     inputs = decode_call(*op, args);
-    Stack stack = inputs;
-    op->call_boxed(stack);
-    got = flatten(stack);
+    got = run(std::nullopt);
   } catch (const std::exception& e) {
     const std::string what = std::string("the reference refused: ") + e.what();
     ++t.cpu_differ, t.cuda_differ += with_cuda;
     note("cpu", what.substr(0, 300));
     return;
   }
-  auto judge = [&](const std::string& where, const json& want, int& differ, int& further) {
-    const std::string d = difference(registry, name, inputs, got, want);
+  auto judge = [&](const std::string& where, const std::vector<IValue>& result, const json& want, int& differ, int& further) {
+    const std::string d = difference(registry, name, inputs, result, want);
     if (d.empty()) return;
     ++differ;
-    const auto arbiter = torch_further(*op, inputs, got, want);
+    const auto arbiter = torch_further(*op, inputs, result, want);
     if (arbiter && *arbiter) ++further;
     note(where, d + (arbiter ? (*arbiter ? " [torch further from float64]" : " [the reference further from float64]") : ""));
   };
-  judge("cpu", call.at("cpu"), t.cpu_differ, t.cpu_torch_further);
-  if (with_cuda) judge("cuda", call["cuda"].is_string() ? call.at("cpu") : call["cuda"], t.cuda_differ, t.cuda_torch_further);
+  judge("cpu", got, call.at("cpu"), t.cpu_differ, t.cpu_torch_further);
+  if (!with_cuda) return;
+  std::vector<IValue> got_cuda;
+  try {
+    got_cuda = run(Device::cuda());
+  } catch (const std::exception& e) {
+    ++t.cuda_differ;
+    note("cuda", (std::string("the reference refused with CUDA's semantics: ") + e.what()).substr(0, 300));
+    return;
+  }
+  judge("cuda", got_cuda, call["cuda"].is_string() ? call.at("cpu") : call["cuda"], t.cuda_differ, t.cuda_torch_further);
 }
 
 struct Listed {

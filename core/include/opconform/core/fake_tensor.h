@@ -57,8 +57,6 @@ struct SymShape {
 // (symbolic when the sizes are). Concrete metadata: Note [Concrete sizes of symbolic fakes].
 Tensor make_fake_tensor(std::vector<SymInt> sizes, DType dtype, Device device,
                         std::optional<std::vector<SymInt>> strides = {});
-// Row-major strides for symbolic sizes (a concrete size counts as at least 1, as contiguous_strides).
-std::vector<SymInt> contiguous_sym_strides(const std::vector<SymInt>& sizes);
 // The value a fake tensor's concrete metadata holds for s: its hint, or with unbacked symbols
 // at their placeholders (Note [Concrete sizes of symbolic fakes]).
 int64_t concrete_stand_in(const SymInt& s);

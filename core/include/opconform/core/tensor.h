@@ -24,6 +24,7 @@
 #include "opconform/core/error.h"
 #include "opconform/core/scalar.h"
 #include "opconform/core/storage.h"
+#include "opconform/core/strides.h"  // contiguous_strides and the rest of the stride rule
 #include "opconform/core/symint.h"
 
 namespace opconform {
@@ -246,6 +247,12 @@ Tensor empty_strided(IntArrayRef sizes, IntArrayRef strides, TensorOptions optio
 // (from x.sym_sizes()) the result is a fake tensor with those symbolic sizes; all-concrete sizes
 // behave as empty(IntArrayRef).
 Tensor empty(const std::vector<SymInt>& sizes, TensorOptions options = {});
+// The same with strides (e.g. from strides.h over the same sizes): one call makes a kernel's
+// output for real and fake inputs alike. All-concrete sizes and strides behave as
+// empty_strided(IntArrayRef, IntArrayRef); a symbolic one makes a fake tensor with those sizes and
+// strides, which needs an active FakeTensorMode (fake kernels run under one): outside it the call
+// is an error, as a real tensor cannot have symbolic sizes.
+Tensor empty_strided(const std::vector<SymInt>& sizes, const std::vector<SymInt>& strides, TensorOptions options = {});
 // A new contiguous tensor of x's sizes (symbolic when x's are), with x's dtype and device unless
 // `options` are given (PyTorch's empty_like with memory_format=torch.contiguous_format).
 Tensor empty_like(const Tensor& x);
@@ -284,8 +291,6 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, IntArrayRef sizes, IntArray
 // "[2, 3]": sizes, strides or an index as PyTorch prints them (for messages).
 std::string shape_string(IntArrayRef values);
 
-// Row-major strides for sizes.
-std::vector<int64_t> contiguous_strides(IntArrayRef sizes);
 // The shape two shapes broadcast to; throws naming both shapes when they do not.
 std::vector<int64_t> broadcast_shapes(IntArrayRef a, IntArrayRef b);
 

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -139,30 +140,43 @@ int64_t draw_dim(SampleDraw& draw, int64_t rank);
 Tensor draw_tie_free(SampleDraw& draw, const std::vector<int64_t>& shape, DType dtype);
 
 // ---- memory formats (PyTorch's suggest_memory_format / empty_like rules) ----
+// Layout decisions read the concrete strides (of a symbolic fake: at the hints) and record no
+// guard; the strides they choose are computed over the (symbolic) sizes, with core's rule
+// (strides.h).
 
 // c10's is_channels_last_strides_2d / _3d: does this 4-d (5-d) layout look channels-last?
 bool strides_like_channels_last(IntArrayRef sizes, IntArrayRef strides);
-// c10's get_channels_last_strides_2d / _3d (channel dim innermost).
-std::vector<int64_t> channels_last_strides(IntArrayRef sizes);
-// The strides of a new tensor shaped like `self` in `format` (empty_like / clone).
-std::vector<int64_t> strides_for_format(const Tensor& self, MemoryFormat format, std::string_view op);
-// The memory format PyTorch suggests for a layout (for outputs "like" an input).
-std::vector<int64_t> suggested_strides(const Tensor& t);
-// A new uninitialised tensor shaped like self in `format` (empty_like; fake under FakeTensorMode).
+// PyTorch's suggest_memory_format: ChannelsLast (ChannelsLast3d for 5-d) when t's layout looks
+// channels-last, else Contiguous.
+MemoryFormat suggest_memory_format(const Tensor& t);
+// Dense strides of `sizes` in a memory format: Contiguous or channels-last (Preserve is no layout
+// of its own: strides_for_format resolves it).
+std::vector<SymInt> format_strides(const std::vector<SymInt>& sizes, MemoryFormat format);
+// The strides of a new tensor shaped like `self` in `format` (empty_like / clone): Preserve keeps
+// self's (symbolic) strides when self is non-overlapping and dense, else takes its suggested format.
+std::vector<SymInt> strides_for_format(const Tensor& self, MemoryFormat format, std::string_view op);
+// A new uninitialised tensor shaped like self in `format`, with self's symbolic sizes when it has
+// them (empty_like; fake under FakeTensorMode).
 Tensor new_like(const Tensor& self, MemoryFormat format, TensorOptions options, std::string_view op);
 
+// ---- symbolic sizes: one shape plan for the CPU and the fake kernel ----
+// Note [Shape plans over SymInt]: an op computes its output sizes once, from the inputs'
+// sym_sizes() (concrete for real tensors), and makes its outputs from them with core's stride rule
+// and empty_strided over SymInts: a real tensor on real inputs, a fake one with symbolic sizes on
+// symbolic fakes (test_aot_dispatch_dynamic replays a captured graph at other sizes). Comparisons
+// in the plan record guards (symint.h). The CPU kernel's loops read the plan's sizes as integers
+// (expect_ints).
 
-// ---- symbolic sizes of fake outputs (test_aot_dispatch_dynamic) ----
-// A fake input with symbolic sizes gives outputs whose sym_sizes() are expressions of its
-// symbols, so a captured graph replays at other sizes. A kernel computes the concrete output as
-// before (sizes at the hints, aliasing, offset); these attach the symbolic sizes and strides to a
-// new tensor object over the same memory. Concrete fakes and real tensors never take this path.
+// The values as integers; an error (kInvalidArgument) when one is symbolic.
+std::vector<int64_t> expect_ints(std::span<const SymInt> values);
+// "[s0, 3]": sizes as shape_string prints integers (for messages; "[2, 3]" when concrete).
+std::string sym_shape_string(std::span<const SymInt> sizes);
+// A fake tensor with symbolic sizes.
 bool symbolic_fake(const Tensor& t);
-// `out` with symbolic sizes and strides (each size must equal out's at the hints).
+// A view's symbolic sizes and strides attached to the concrete view `out` (a new tensor object
+// over the same memory; each size must equal out's at the hints). Only for outputs that are views
+// of an input, whose strides and offset follow from the input's (view, expand, slice, ...): a new
+// tensor is made from its plan instead (Note [Shape plans over SymInt]).
 Tensor with_sym_shape(const Tensor& out, std::vector<SymInt> sizes, std::vector<SymInt> strides);
-// Dense strides for symbolic sizes, in the dimension order of out's concrete strides.
-std::vector<SymInt> dense_sym_strides(const Tensor& out, const std::vector<SymInt>& sizes);
-// A new (non-view) output with symbolic sizes, dense in out's layout order.
-Tensor with_dense_sym_shape(const Tensor& out, std::vector<SymInt> sizes);
 
 }  // namespace opconform::reference::detail
