@@ -145,15 +145,7 @@ std::vector<int64_t> elementwise_perm(IntArrayRef shape, const std::vector<Tenso
 }  // namespace
 
 std::vector<int64_t> elementwise_strides(IntArrayRef shape, const std::vector<Tensor>& inputs) {
-  const int64_t ndim = static_cast<int64_t>(shape.size());
-  const std::vector<int64_t> perm = elementwise_perm(shape, inputs);
-  std::vector<int64_t> out(ndim, 0);
-  int64_t next = 1;
-  for (int64_t i = 0; i < ndim; ++i) {
-    out[perm[i]] = next;
-    next *= std::max<int64_t>(shape[perm[i]], 1);
-  }
-  return out;
+  return dense_strides<int64_t>(shape, elementwise_perm(shape, inputs));
 }
 
 namespace {
@@ -175,15 +167,8 @@ Tensor symbolic_elementwise(const std::vector<int64_t>& shape, const std::vector
       if (sizes[d].is_symbolic()) break;
     }
   }
-  const std::vector<int64_t> perm = elementwise_perm(shape, inputs);
-  std::vector<SymInt> strides(ndim, SymInt(0));
-  SymInt next = 1;
-  for (int64_t i = 0; i < ndim; ++i) {
-    strides[perm[i]] = next;
-    const SymInt& size = sizes[perm[i]];
-    next = size.is_symbolic() ? next * size : next * std::max<int64_t>(*size.maybe_as_int(), 1);
-  }
-  return make_fake_tensor(sizes, dtype, device, strides);
+  std::vector<SymInt> strides = dense_strides<SymInt>(sizes, elementwise_perm(shape, inputs));
+  return make_fake_tensor(sizes, dtype, device, std::move(strides));
 }
 
 }  // namespace

@@ -614,25 +614,10 @@ IndexPlan plan_indexing(std::string_view op, const Tensor& self, const IndexList
 }
 
 // Strides for symbolic sizes laid out in the order that concrete strides (computed with stand-in
-// sizes) give: dims sorted by stride, size-1 dims first among equals.
+// sizes) give (core/strides.h: layout_order, dense_strides).
 std::vector<SymInt> symbolic_strides(const std::vector<SymInt>& sizes, const Sizes& strides) {
   if (!any_symbolic(sizes)) return sym_sizes_of(strides);
-  const Sizes concrete = stand_in(sizes);
-  Sizes order(sizes.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    if (strides[a] != strides[b]) return strides[a] < strides[b];
-    if ((concrete[a] <= 1) != (concrete[b] <= 1)) return concrete[a] <= 1;
-    return a > b;
-  });
-  std::vector<SymInt> out(sizes.size());
-  SymInt next(1);
-  for (int64_t d : order) {
-    out[d] = next;
-    auto c = sizes[d].maybe_as_int();
-    next = c ? next * std::max<int64_t>(*c, 1) : next * sizes[d];
-  }
-  return out;
+  return dense_strides<SymInt>(sizes, layout_order(stand_in(sizes), strides));
 }
 
 // The strides of self[indices] (index.Tensor's output): TensorIterator's layout for the inputs
@@ -655,18 +640,12 @@ std::vector<SymInt> index_result_strides(const IndexPlan& plan) {
   return symbolic_strides(plan.result, elementwise_strides(result, inputs));
 }
 
-Sizes concrete_sizes(const std::vector<SymInt>& s) {
-  Sizes out;
-  for (const auto& v : s) out.push_back(v.expect_int());
-  return out;
-}
-
 // Calls f(result position, position in the permuted self) for every element of self[indices],
 // in row-major order of the result; index values are wrapped and range-checked on the way.
 template <typename F>
 void for_each_indexed(std::string_view op, const IndexPlan& plan, F&& f) {
-  const Sizes result = concrete_sizes(plan.result);
-  const Sizes index_strides = contiguous_strides(concrete_sizes(plan.index_shape));
+  const Sizes result = expect_ints(plan.result);
+  const Sizes index_strides = contiguous_strides(expect_ints(plan.index_shape));
   const int64_t ni = static_cast<int64_t>(index_strides.size());
   std::vector<std::vector<int64_t>> values;
   for (const IndexOperand& o : plan.index) values.push_back(o.values.to_vector<int64_t>());
@@ -685,8 +664,8 @@ void for_each_indexed(std::string_view op, const IndexPlan& plan, F&& f) {
 
 Tensor index_cpu(const Tensor& self, const IndexList& indices) {
   const IndexPlan plan = plan_indexing(kIndex, self, indices, false);
-  const Sizes result = concrete_sizes(plan.result);
-  const Sizes strides = concrete_sizes(index_result_strides(plan));
+  const Sizes result = expect_ints(plan.result);
+  const Sizes strides = expect_ints(index_result_strides(plan));
   return visit_wide<Domain::All>(kIndex, self.dtype(), [&](auto tag) {
     using W = typename decltype(tag)::type;
     const Elements<W> in(self.permute(plan.perm));
@@ -699,7 +678,7 @@ Tensor index_cpu(const Tensor& self, const IndexList& indices) {
 Tensor index_fake(const Tensor& self, const IndexList& indices) {
   const IndexPlan plan = plan_indexing(kIndex, self, indices, true);
   const std::vector<SymInt> strides = index_result_strides(plan);
-  if (!any_symbolic(plan.result)) return empty_strided(concrete_sizes(plan.result), concrete_sizes(strides), self.options());
+  if (!any_symbolic(plan.result)) return empty_strided(expect_ints(plan.result), expect_ints(strides), self.options());
   return make_fake_tensor(plan.result, self.dtype(), self.device(), strides);
 }
 
@@ -724,7 +703,7 @@ Tensor index_put_cpu(const Tensor& self, const IndexList& indices, const Tensor&
   return visit_wide<Domain::All>(kIndexPut, self.dtype(), [&](auto tag) {
     using W = typename decltype(tag)::type;
     Elements<W> out(self);
-    const Elements<W> v(values.expand(concrete_sizes(plan.result)));
+    const Elements<W> v(values.expand(expect_ints(plan.result)));
     for_each_indexed(kIndexPut, plan, [&](const Sizes& r, const Sizes& s) {
       Sizes target(s.size());
       for (size_t i = 0; i < s.size(); ++i) target[plan.perm[i]] = s[i];
@@ -1509,7 +1488,7 @@ Stack index_put_sample(SampleDraw& draw) {
   const DType dtype = draw.dtype();
   auto [self, indices] = draw_index_sample(draw, dtype);
   // values broadcast to self[indices]: leading dims dropped, some dims of size 1.
-  Sizes sizes = concrete_sizes(plan_indexing(kIndexPut, self, indices, false).result);
+  Sizes sizes = expect_ints(plan_indexing(kIndexPut, self, indices, false).result);
   while (!sizes.empty() && draw.coin(25)) sizes.erase(sizes.begin());
   for (auto& s : sizes) s = draw.coin(20) ? 1 : s;
   return {self, IValue(indices), draw.tensor(sizes, dtype), IValue(draw.coin(50))};
