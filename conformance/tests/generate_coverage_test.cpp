@@ -144,7 +144,9 @@ TEST(GenerateCoverage, EnumArgumentsTakeEveryValueThatApplies) {
     devices.insert(s.args[2].to<Device>().type);
     const auto f = s.args[3].to<MemoryFormat>();
     formats.insert(f);
-    if (f == MemoryFormat::ChannelsLast) EXPECT_EQ(s.args[0].to_tensor().dim(), 4) << s.description;
+    if (f == MemoryFormat::ChannelsLast) {
+      EXPECT_EQ(s.args[0].to_tensor().dim(), 4) << s.description;
+    }
   }
   EXPECT_EQ(dtypes, (std::set<DType>{DType::Float32, DType::Int64, DType::Bool}));
   EXPECT_EQ(devices, std::set<DeviceType>{DeviceType::CPU});  // the spec's devices (cpu) and cpu

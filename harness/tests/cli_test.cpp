@@ -94,7 +94,9 @@ TEST_F(Cli, CrashesAndHangsAreResultsAndTheRunCompletes) {
   }
   for (const auto& c : r.results) {
     if (c.outcome == Outcome::crashed || c.outcome == Outcome::timed_out) {
-      if (c.outcome == Outcome::crashed) EXPECT_NE(c.message.find("SIGSEGV"), std::string::npos) << c.message;
+      if (c.outcome == Outcome::crashed) {
+        EXPECT_NE(c.message.find("SIGSEGV"), std::string::npos) << c.message;
+      }
       // The sample it was on, and a seed that replays the case.
       ASSERT_TRUE(c.minimal_input.has_value()) << c.message;
       EXPECT_NE(c.minimal_input->find("sample 1 of 3: x: float64["), std::string::npos) << *c.minimal_input;
