@@ -8,6 +8,7 @@
 #include "opconform/core.h"
 #include "opconform/core/fake_tensor.h"
 #include "support/error_of.h"
+#include "support/sym_strings.h"
 
 namespace opconform {
 namespace {
@@ -20,11 +21,7 @@ using testing::error_of;
 
 V vec(IntArrayRef r) { return V(r.begin(), r.end()); }
 
-std::vector<std::string> strs(const std::vector<SymInt>& v) {
-  std::vector<std::string> out;
-  for (const auto& s : v) out.push_back(s.to_string());
-  return out;
-}
+using testing::strs;
 
 Tensor real(V sizes) { return ones(sizes, DType::Float32); }
 

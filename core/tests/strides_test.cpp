@@ -13,6 +13,7 @@
 #include "opconform/core.h"
 #include "opconform/core/strides.h"
 #include "support/error_of.h"
+#include "support/sym_strings.h"
 
 namespace opconform {
 namespace {
@@ -25,11 +26,7 @@ using testing::error_of;
 
 S sym(const V& v) { return S(v.begin(), v.end()); }
 
-std::vector<std::string> strs(const S& v) {
-  std::vector<std::string> out;
-  for (const auto& s : v) out.push_back(s.to_string());
-  return out;
-}
+using testing::strs;
 
 // The values of symbolic strides with every symbol at its hint.
 V at_hints(const S& v) {
