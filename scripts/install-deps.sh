@@ -14,11 +14,14 @@ packages=(
   binutils lld  # gold links the g++ presets, lld the clang ones (CMakeLists.txt: Note [The linker])
   zlib1g-dev  # the reference's OpInfo replay reads a gzip corpus
   chromium  # headless, for the HTML report test (reports/tests/html_chromium_test.cpp)
+  libdnnl-dev  # oneDNN 2.6: the oneDNN adapter (adapters/onednn/)
 )
 # libtorch is optional (the ATen adapter and the libtorch benchmark baseline);
 # set OPCONFORM_NO_TORCH=1 to skip it on small machines.
 if [[ "${OPCONFORM_NO_TORCH:-0}" != 1 ]]; then
-  packages+=(libtorch-dev)
+  packages+=(libtorch-dev
+    python3-torchvision  # its _C.so: the TORCH_LIBRARY adapter's example (adapters/torch_library/)
+  )
 fi
 
 if [[ $(id -u) -eq 0 ]]; then

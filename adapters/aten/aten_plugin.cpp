@@ -69,7 +69,7 @@
 namespace {
 
 // DLPack 1.x's kDLBool (missing from the 0.6 header ATen ships).
-constexpr uint8_t kDLBoolCode = 6;
+constexpr uint8_t kDLBoolCode = OPC_DL_BOOL;
 
 // One registered operator: what user_data points to (entries live as long as the library).
 struct OpEntry {

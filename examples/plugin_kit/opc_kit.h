@@ -86,9 +86,8 @@ typedef enum { DT_F32, DT_F64, DT_I64, DT_BOOL, DT_NONE } Dt;
 
 #define DT_BIT(d) (1u << (unsigned)(d))
 
-/* DLPack's type code for bool: 1.x's kDLBool. Debian's dlpack.h (DLPack 0.6) has no name for it,
- * so the number is written out (opconform/core/dlpack.h calls it kOpcDLBool); bool is 8 bits. */
-#define DL_BOOL_CODE 6
+/* DLPack's type code for bool: 1.x's kDLBool (OPC_DL_BOOL of opconform/plugin.h); bool is 8 bits. */
+#define DL_BOOL_CODE OPC_DL_BOOL
 
 /* `d` if the library computes with it, DT_NONE otherwise. */
 static inline Dt dt_supported(Dt d) { return d != DT_NONE && ((OPC_KIT_DTYPES)&DT_BIT(d)) ? d : DT_NONE; }

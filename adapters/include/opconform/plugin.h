@@ -87,6 +87,16 @@ extern "C" {
 
 /* The ABI this header describes. The host refuses a plugin whose abi_version differs. */
 #define OPC_PLUGIN_ABI_VERSION 1
+/* The minor revision: 1.0 = the original structs; 1.1 appended plugin options, declare_op (per-op
+ * data: dtypes, input constraints, tolerances, sample builders, the reference's fake kernel) and
+ * set_error to the registrar. A minor revision only appends fields: read a field the other side
+ * filled only when its `size` covers it (OPC_HAS_FIELD). */
+#define OPC_PLUGIN_ABI_MINOR 1
+
+/* True when a struct the other side filled (it starts with version/abi_version and size) is large
+ * enough to hold `field`. */
+#define OPC_HAS_FIELD(ptr, type, field) \
+  ((ptr) != NULL && (ptr)->size >= offsetof(type, field) + sizeof(((type*)0)->field))
 
 /* The symbol every plugin exports (a function: const OpcPlugin* opconform_plugin(void)). */
 #define OPC_PLUGIN_ENTRY_POINT "opconform_plugin"
@@ -177,6 +187,154 @@ enum {
   OPC_KERNEL_BACKWARD = 4,  /* the autograd formula */
 };
 
+/* ---- ABI 1.1: options, per-op data, sample builders ---------------------------------------- */
+
+/* One option a plugin takes, given on the command line as `--plugin-option NAME=VALUE`. The host
+ * refuses unknown names, a missing REQUIRED option and a repeated non-REPEATABLE one before
+ * register_ops runs; it does not substitute defaults (the plugin applies them; default_value is
+ * for help text). */
+typedef struct OpcOptionSpec {
+  const char* name;           /* "extension" */
+  const char* help;           /* one line */
+  const char* default_value;  /* NULL: none */
+  uint32_t flags;             /* OPC_OPTION_* */
+  uint32_t reserved;          /* zero */
+} OpcOptionSpec;
+enum { OPC_OPTION_REQUIRED = 1, OPC_OPTION_REPEATABLE = 2 };
+
+/* One value given on the command line; a repeatable option appears once per occurrence, in order. */
+typedef struct OpcOption {
+  const char* name;
+  const char* value;
+} OpcOption;
+
+/* Values an argument's elements (a tensor's, a number's, a list's) take. */
+enum {
+  OPC_VALUES_MIN = 1,       /* >= min */
+  OPC_VALUES_MAX = 2,       /* <= max */
+  OPC_VALUES_POSITIVE = 4,  /* > 0 */
+  OPC_VALUES_NO_NAN = 8,    /* NaN is never generated and is rejected */
+  OPC_VALUES_NO_INF = 16,   /* likewise +-inf */
+};
+typedef struct OpcValueConstraint {
+  uint32_t flags; /* OPC_VALUES_* */
+  uint32_t reserved;
+  double min, max; /* read when the flags say so (inclusive) */
+} OpcValueConstraint;
+
+/* The constraint of one schema argument, by name. */
+typedef struct OpcArgConstraint {
+  const char* name;
+  const DLDataType* dtypes; /* tensors: the accepted dtypes; NULL/0: any */
+  int64_t num_dtypes;
+  OpcValueConstraint values;
+  int32_t min_rank;  /* tensors */
+  int32_t max_rank;  /* -1: the run's */
+  int32_t allow_none; /* optional arguments: 1 = None may be generated */
+  int32_t reserved;
+} OpcArgConstraint;
+
+/* A relation between two arguments (b unused for the one-argument kinds). */
+typedef int32_t OpcRelationKind;
+enum {
+  OPC_REL_SAME_SHAPE = 1,
+  OPC_REL_BROADCASTABLE = 2,
+  OPC_REL_SAME_DTYPE = 3,
+  OPC_REL_DIM_IN_RANGE = 4,              /* int (or int[]) a is a dimension of tensor b */
+  OPC_REL_SIZE_POSITIVE = 5,             /* a has no zero */
+  OPC_REL_LIST_LENGTH_EQUALS_RANK = 6,   /* int[] a has rank(b) elements */
+  OPC_REL_ELEMENTS_SAME_SHAPE = 7,       /* the tensors of Tensor[] a have one shape */
+};
+typedef struct OpcRelation {
+  OpcRelationKind kind;
+  int32_t reserved;
+  const char* a;
+  const char* b;
+} OpcRelation;
+
+/* An op's own tolerance for one dtype (replaces the defaults). */
+typedef struct OpcTolerance {
+  DLDataType dtype;
+  uint32_t reserved;
+  double rtol, atol;
+  int64_t max_ulp;    /* < 0: none */
+  const char* reason; /* required: why the math needs it (shown in reports) */
+} OpcTolerance;
+
+struct OpcSampleDraw;
+/* Builds one sample's arguments from draws (see "Sample builders" below). */
+typedef OpcStatus (*OpcSampleBuilderFn)(const struct OpcSampleDraw* draw, OpcValue* args, int64_t num_args,
+                                        void* user_data);
+
+/* What a definer says about an op beyond its schema. */
+enum {
+  OPC_OP_ADDRESSES_STORAGE = 1, /* reads its input's storage through sizes/strides of its own (as_strided) */
+  OPC_OP_LAYOUT_QUERY = 2,      /* its result is the input's layout itself (sym_stride) */
+  /* "My fake kernel is the reference's": for an op the plugin implements by name (a reference op),
+   * the host answers fake calls with the reference's fake kernel, so test_faketensor compares the
+   * plugin's real outputs (sizes, strides, dtype) with PyTorch's meta semantics. Register no
+   * OPC_KERNEL_FAKE for such an op. Refused for an op the plugin defined itself. */
+  OPC_OP_REFERENCE_FAKE = 4,
+};
+
+/* declare_op's argument. For an op the plugin implements by name (the reference's), only dtypes and
+ * OPC_OP_REFERENCE_FAKE may be given: the reference's constraints, builder and tolerances stay. */
+typedef struct OpcOpSpec {
+  uint32_t version; /* OPC_PLUGIN_ABI_VERSION */
+  uint32_t size;    /* sizeof(OpcOpSpec) */
+  const char* op_name; /* qualified, with overload: "torchvision::roi_align" */
+  const DLDataType* dtypes; /* the dtypes its kernels support (as declare_dtypes); NULL/0: unchanged */
+  int64_t num_dtypes;
+  const OpcArgConstraint* args;
+  int64_t num_args;
+  const OpcRelation* relations;
+  int64_t num_relations;
+  const OpcTolerance* tolerances;
+  int64_t num_tolerances;
+  uint64_t flags; /* OPC_OP_* */
+  OpcSampleBuilderFn sample_builder; /* NULL: samples from the schema and the constraints */
+  void* sample_user_data;            /* passed to the builder; read-only (builders are re-run) */
+  const char* family;                /* NULL allowed */
+  const char* doc;                   /* one line; NULL allowed */
+} OpcOpSpec;
+
+/* Sample builders. Where constraints cannot say what a valid input is (boxes with x1 < x2, a batch
+ * index column below the batch size), a plugin builds the arguments itself from the host's draws.
+ * Every choice must come from a draw: the builder is re-run to shrink a failing sample and to
+ * replay it, so it is a pure function of its draws and user_data. It writes one value per schema
+ * argument (num_args, defaults included). Tensors must be ones this draw returned (host-owned:
+ * never call their deleter); lists live in draw->alloc memory. On a failing status from a draw,
+ * return that status at once. The builder runs in the process that runs the cases (a worker),
+ * never in the probe. Tensor data may be read only on CPU samples. */
+#define OPC_SAMPLE_MAX_RANK 16
+typedef struct OpcSampleDraw {
+  uint32_t version; /* OPC_PLUGIN_ABI_VERSION */
+  uint32_t size;    /* sizeof(OpcSampleDraw) as the host knows it */
+  void* host;
+  OpcStatus (*integer)(void* host, int64_t lo, int64_t hi, int64_t* out); /* inclusive */
+  OpcStatus (*coin)(void* host, int32_t percent_true, int32_t* out);
+  OpcStatus (*real)(void* host, double lo, double hi, double* out);
+  /* One of the run's sample dtypes, or of `allowed` when num_allowed > 0. */
+  OpcStatus (*dtype)(void* host, const DLDataType* allowed, int64_t num_allowed, DLDataType* out);
+  /* Sizes of rank in [min_rank, max_rank], each >= min_size (sometimes 0 when allow_empty). */
+  OpcStatus (*shape)(void* host, int32_t min_rank, int32_t max_rank, int64_t min_size, int32_t allow_empty,
+                     int64_t* sizes /* OPC_SAMPLE_MAX_RANK */, int32_t* rank);
+  OpcStatus (*size)(void* host, int32_t allow_empty, int64_t* out);
+  /* A tensor with drawn values (values: NULL = any), on the sample's device, in a drawn layout. */
+  OpcStatus (*tensor)(void* host, int32_t ndim, const int64_t* sizes, DLDataType dtype,
+                      const OpcValueConstraint* values, int32_t mutable_input, OpcValue* out);
+  /* An int64 tensor with values in [lo, hi]. */
+  OpcStatus (*index_tensor)(void* host, int32_t ndim, const int64_t* sizes, int64_t lo, int64_t hi, OpcValue* out);
+  /* A tensor holding exactly these values (row-major, converted to dtype), on the sample's device:
+   * for values the builder computed from draws. */
+  OpcStatus (*tensor_of)(void* host, int32_t ndim, const int64_t* sizes, DLDataType dtype, const double* values,
+                         OpcValue* out);
+  /* Memory for list items, freed after the builder returns (NULL when out of memory). */
+  void* (*alloc)(void* host, size_t bytes);
+  /* The message of a failing builder status. */
+  void (*set_error)(void* host, const char* message);
+} OpcSampleDraw;
+
 /* What register_ops receives. Every function returns OPC_OK or an error status (with a message
  * the host keeps, naming the plugin); register_ops should pass a failing status on. */
 typedef struct OpcRegistrar {
@@ -195,6 +353,14 @@ typedef struct OpcRegistrar {
   /* 1 when the host has a schema for op_name (its reference knows the op), else 0. An adapter of a
    * large library (ATen) offers only the ops the host can check. */
   int32_t (*host_knows)(void* host, const char* op_name);
+  /* ---- 1.1 (check with OPC_HAS_FIELD(r, OpcRegistrar, <member>)) ---- */
+  /* The options given on the command line: valid during register_ops only (copy what you keep). */
+  const OpcOption* options;
+  int64_t num_options;
+  /* Why register_ops fails ("extension '/x.so': dlopen: ..."): shown with the failing status. */
+  void (*set_error)(void* host, const char* message);
+  /* Per-op data (OpcOpSpec). A bad spec is a load problem of that op, not of the library. */
+  OpcStatus (*declare_op)(void* host, const OpcOpSpec* spec);
 } OpcRegistrar;
 
 /* Plugin flags. */
@@ -210,6 +376,9 @@ typedef struct OpcPlugin {
   const char* version;    /* the library's own version, free text */
   OpcStatus (*register_ops)(const OpcRegistrar* registrar);
   uint64_t flags;         /* OPC_PLUGIN_FLAG_* */
+  /* ---- 1.1 ---- */
+  const OpcOptionSpec* options; /* the options it takes; NULL with 0: none */
+  int64_t num_options;
 } OpcPlugin;
 
 typedef const OpcPlugin* (*OpcPluginEntryFn)(void);
@@ -230,8 +399,16 @@ typedef const OpcPlugin* (*OpcPluginEntryFn)(void);
 #define OPCONFORM_PLUGIN(ident, plugin_name, plugin_version, register_fn)                                  \
   const OpcPlugin* ident(void) {                                                                           \
     static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), plugin_name, plugin_version, \
-                                     register_fn, 0};                                                      \
+                                     register_fn, 0, NULL, 0};                                             \
     return &plugin;                                                                                        \
+  }
+/*   OPCONFORM_PLUGIN_WITH_OPTIONS(my_ops, "my-ops", "1.0", register_ops, specs, n)
+ *     the same, taking the options `specs` (an array of n OpcOptionSpec). */
+#define OPCONFORM_PLUGIN_WITH_OPTIONS(ident, plugin_name, plugin_version, register_fn, option_specs, count) \
+  const OpcPlugin* ident(void) {                                                                          \
+    static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), plugin_name, plugin_version, \
+                                     register_fn, 0, option_specs, count};                               \
+    return &plugin;                                                                                       \
   }
 #define OPCONFORM_EXPORT_PLUGIN(ident) \
   OPC_EXTERN_C OPC_EXPORT const OpcPlugin* opconform_plugin(void) { return ident(); }

@@ -27,6 +27,10 @@ typedef struct OpcDLPackVersion {
 #define OPC_DLPACK_MAJOR_VERSION 1
 #define OPC_DLPACK_MINOR_VERSION 0
 
+/* DLPack's type code for bool (DLPack 1.x kDLBool; the 0.6 header has no name for it), with
+ * bits = 8. C plugins use it through opconform/plugin.h. */
+#define OPC_DL_BOOL 6
+
 /* The tensor's memory must not be written by the consumer. */
 #define OPC_DLPACK_FLAG_BITMASK_READ_ONLY (1UL << 0)
 /* The producer copied the data for this export (the consumer is its only user). */

@@ -99,7 +99,7 @@ static_assert(sizeof(DLTensor) == 48 || sizeof(void*) != 8, "DLTensor layout (LP
 namespace opconform {
 
 // DLPack's type code for bool (1.x `kDLBool`); the 0.6 header has no name for it.
-inline constexpr uint8_t kOpcDLBool = 6;
+inline constexpr uint8_t kOpcDLBool = OPC_DL_BOOL;
 // The largest ndim an imported descriptor may have.
 inline constexpr int kMaxDLPackDims = 64;
 
