@@ -18,10 +18,12 @@ LibraryManifest describe_library(const LoadedLibrary& library, const Registry& r
     o.cpu = library.has_kernel(op, OPC_KERNEL_CPU), o.cuda = library.has_kernel(op, OPC_KERNEL_CUDA);
     o.fake = library.has_kernel(op, OPC_KERNEL_FAKE), o.backward = library.has_kernel(op, OPC_KERNEL_BACKWARD);
     o.dtypes = library.declared_dtypes(op);
+    o.declared = library.declared(op);
     m.ops.push_back(std::move(o));
   }
   m.problems = library.problems();
   m.dangling = registry.dangling_impls();
+  m.option_specs = library.option_specs();
   return m;
 }
 

@@ -15,6 +15,7 @@
 #include "opconform/core/schema.h"
 #include "elf_check.h"
 #include "plugin_call.h"
+#include "plugin_op_spec.h"
 
 namespace opconform::adapters {
 namespace {
@@ -45,6 +46,7 @@ struct OpState {
   std::map<OpcKernelKind, PluginKernel> kernels;
   std::optional<std::vector<DType>> dtypes;
   bool backend_select = false;  // a factory's BackendSelect kernel is registered
+  LoadedLibrary::Declared declared;  // declare_op's flags
 };
 
 // The loaded library: its registrations (undone first on destruction), then the dlopen handle.
@@ -65,7 +67,13 @@ class PluginLibrary final : public LoadedLibrary {
   }
   bool has_kernel(const std::string& op, OpcKernelKind kind) const override {
     auto it = ops_.find(op);
-    return it != ops_.end() && it->second.kernels.count(kind) != 0;
+    if (it == ops_.end()) return false;
+    return it->second.kernels.count(kind) != 0 || (kind == OPC_KERNEL_FAKE && it->second.declared.reference_fake);
+  }
+  const std::vector<PluginOptionSpec>& option_specs() const override { return option_specs_; }
+  Declared declared(const std::string& op) const override {
+    auto it = ops_.find(op);
+    return it == ops_.end() ? Declared{} : it->second.declared;
   }
   std::optional<std::vector<DType>> declared_dtypes(const std::string& op) const override {
     auto it = ops_.find(op);
@@ -83,6 +91,8 @@ class PluginLibrary final : public LoadedLibrary {
   std::map<std::string, OpState> ops_;
   std::set<std::string> left_out_;  // ops with a load problem: their registrations are ignored
   std::vector<LoadProblem> problems_;
+  std::vector<PluginOptionSpec> option_specs_;
+  std::vector<OpcOption> c_options_;  // over options.plugin_options' strings, for the registrar
 
   bool defined_in_registry(const std::string& op) const {
     auto e = registry->find(op);
@@ -134,6 +144,8 @@ class PluginLibrary final : public LoadedLibrary {
     OpState& state = known_op(op);
     OPCONFORM_CHECK(state.kernels.count(kind) == 0, ErrorCode::kRegistration, "impl: '", op, "' has two ",
                     kind_name(kind), " kernels");
+    OPCONFORM_CHECK(kind != OPC_KERNEL_FAKE || !state.declared.reference_fake, ErrorCode::kRegistration, "impl: '", op,
+                    "' takes the reference's fake kernel (OPC_OP_REFERENCE_FAKE): it cannot have its own");
     state.kernels[kind] = {fn, user_data};
     // A factory (no tensor argument) reaches its backend through its Device argument.
     if (auto device = factory_device_argument(state.schema); device && !state.backend_select &&
@@ -157,13 +169,60 @@ class PluginLibrary final : public LoadedLibrary {
     if (left_out_.count(op) != 0) return;
     OPCONFORM_CHECK(count >= 0 && (count == 0 || dtypes != nullptr), ErrorCode::kRegistration,
                     "declare_dtypes: bad list for '", op, "'");
-    OpState& state = known_op(op);
+    known_op(op);
     std::vector<DType> list;
     for (int64_t i = 0; i < count; ++i) list.push_back(from_dlpack_dtype(dtypes[i]));
+    declare_dtypes_list(op, std::move(list));
+  }
+
+  // declare_op (ABI 1.1). An op implemented by name keeps the reference's data: the plugin may
+  // narrow its dtypes and take the reference's fake kernel, nothing else.
+  void declare_op(const OpcOpSpec* spec) {
+    const detail::OpSpecFields fields = detail::read_op_spec(spec);
+    const std::string& op = fields.op;
+    if (left_out_.count(op) != 0) return;
+    OpState& state = known_op(op);
+    const bool reference_fake = (fields.flags & OPC_OP_REFERENCE_FAKE) != 0;
+    if (state.defined_from_reference) {
+      OPCONFORM_CHECK(!fields.has_data, ErrorCode::kRegistration, "declare_op '", op,
+                      "': the op is the reference's, and so are its constraints, sample builder, tolerances and "
+                      "flags; a plugin may declare only its dtypes and OPC_OP_REFERENCE_FAKE for it");
+    } else {
+      OPCONFORM_CHECK(!reference_fake, ErrorCode::kRegistration, "declare_op '", op,
+                      "': OPC_OP_REFERENCE_FAKE is for ops the plugin implements by name from the reference; this op "
+                      "is the plugin's own (register an OPC_KERNEL_FAKE kernel instead)");
+    }
+    OpData data = detail::op_data_from_spec(*spec, state.schema, *registry->get(op).data(), name_);
+    if (fields.has_dtypes) state.dtypes = data.constraints.dtypes;
+    state.declared.sample_builder = state.declared.sample_builder || static_cast<bool>(data.sample_builder);
+    state.declared.constraints = state.declared.constraints || !data.constraints.args.empty() ||
+                                 !data.constraints.relations.empty();
+    if (!state.defined_from_reference) registry->set_op_data(op, std::move(data));
+    else if (fields.has_dtypes) declare_dtypes_list(op, *state.dtypes);
+    if (reference_fake && !state.declared.reference_fake) {
+      OPCONFORM_CHECK(state.kernels.count(OPC_KERNEL_FAKE) == 0, ErrorCode::kRegistration, "declare_op '", op,
+                      "': OPC_OP_REFERENCE_FAKE, but the plugin registered a fake kernel of its own");
+      handles.push_back(registry->impl(op, DispatchKey::Fake, reference_fake_kernel(op), source()));
+      state.declared.reference_fake = true;
+    }
+  }
+
+  // Note [The reference's fake kernel for a plugin op]: a fake call of the plugin's op is
+  // redispatched into the reference registry's op at the same keys, not answered by a copy of its
+  // kernel: the reference's fake kernels may call other ops of their own registry, which the
+  // plugin's registry does not have. The reference registry outlives the plugin's (LoadOptions).
+  KernelFunction reference_fake_kernel(const std::string& op) {
+    const OperatorHandle reference = options.schemas->get(op);
+    return KernelFunction::from_boxed([reference](const OperatorHandle&, DispatchKeySet keys, Stack& stack) {
+      reference.redispatch_boxed(keys, stack);
+    });
+  }
+
+  void declare_dtypes_list(const std::string& op, std::vector<DType> list) {
     OpData data = *registry->get(op).data();
     data.constraints.dtypes = list;
     registry->set_op_data(op, std::move(data));
-    state.dtypes = std::move(list);
+    ops_[op].dtypes = std::move(list);
   }
 
   // The op's state, defining it from the schema source when the plugin did not.
@@ -339,6 +398,57 @@ OpcStatus registrar_declare_dtypes(void* host, const char* op, const DLDataType*
   });
 }
 
+void registrar_set_error(void* host, const char* message) {
+  try {
+    static_cast<PluginLibrary*>(host)->last_error = message != nullptr ? message : "";
+  } catch (...) {
+  }
+}
+
+OpcStatus registrar_declare_op(void* host, const OpcOpSpec* spec) {
+  const char* op = spec != nullptr && spec->size >= offsetof(OpcOpSpec, op_name) + sizeof(spec->op_name)
+                       ? spec->op_name
+                       : nullptr;
+  return guarded(host, op, [&](PluginLibrary& lib) { lib.declare_op(spec); });
+}
+
+// The plugin's option specs, and the given options checked against them (ABI 1.1).
+std::vector<PluginOptionSpec> option_specs_of(const OpcPlugin* plugin, const std::string& label) {
+  std::vector<PluginOptionSpec> specs;
+  if (!OPC_HAS_FIELD(plugin, OpcPlugin, num_options) || plugin->num_options == 0) return specs;
+  if (plugin->num_options < 0 || plugin->num_options > 256 || plugin->options == nullptr)
+    throw PluginError(label, "OpcPlugin.options is NULL or num_options " + std::to_string(plugin->num_options) +
+                                 " is out of range");
+  for (int64_t i = 0; i < plugin->num_options; ++i) {
+    const OpcOptionSpec& o = plugin->options[i];
+    if (o.name == nullptr || o.name[0] == '\0')
+      throw PluginError(label, "OpcPlugin.options[" + std::to_string(i) + "] has no name");
+    specs.push_back({o.name, o.help != nullptr ? o.help : "", o.default_value != nullptr ? o.default_value : "",
+                     (o.flags & OPC_OPTION_REQUIRED) != 0, (o.flags & OPC_OPTION_REPEATABLE) != 0});
+  }
+  return specs;
+}
+
+void check_options(const std::vector<PluginOptionSpec>& specs, const PluginOptions& given, bool abi_1_1,
+                   const std::string& label) {
+  if (!given.empty() && !abi_1_1)
+    throw PluginError(label, "built for plugin ABI 1.0: it takes no options (--plugin-option " +
+                                 format_plugin_option(given.front()) + ")");
+  std::string names;
+  for (const auto& s : specs) names += (names.empty() ? "" : ", ") + s.name;
+  std::map<std::string, int> count;
+  for (const auto& [name, value] : given) {
+    auto spec = std::find_if(specs.begin(), specs.end(), [&](const PluginOptionSpec& s) { return s.name == name; });
+    if (spec == specs.end())
+      throw PluginError(label, "unknown option '" + name + "' (" +
+                                   (specs.empty() ? std::string("it takes none") : "it takes: " + names) + ")");
+    if (++count[name] > 1 && !spec->repeatable) throw PluginError(label, "option '" + name + "' is given twice");
+  }
+  for (const auto& s : specs)
+    if (s.required && count[s.name] == 0)
+      throw PluginError(label, "option '" + s.name + "' is required (--plugin-option " + s.name + "=...: " + s.help + ")");
+}
+
 int32_t registrar_host_knows(void* host, const char* op) {
   auto* lib = static_cast<PluginLibrary*>(host);
   if (op == nullptr || lib->options.schemas == nullptr) return 0;
@@ -369,6 +479,10 @@ std::unique_ptr<LoadedLibrary> register_plugin(std::unique_ptr<PluginLibrary> li
   lib->version_ = plugin->version != nullptr ? plugin->version : "";
   lib->registry = &registry;
   lib->options = options;
+  const bool abi_1_1 = OPC_HAS_FIELD(plugin, OpcPlugin, num_options);
+  lib->option_specs_ = option_specs_of(plugin, origin);
+  check_options(lib->option_specs_, lib->options.plugin_options, abi_1_1, origin);
+  for (const auto& [name, value] : lib->options.plugin_options) lib->c_options_.push_back({name.c_str(), value.c_str()});
 
   OpcRegistrar registrar{};
   registrar.version = OPC_PLUGIN_ABI_VERSION;
@@ -378,6 +492,10 @@ std::unique_ptr<LoadedLibrary> register_plugin(std::unique_ptr<PluginLibrary> li
   registrar.impl = registrar_impl;
   registrar.declare_dtypes = registrar_declare_dtypes;
   registrar.host_knows = registrar_host_knows;
+  registrar.options = lib->c_options_.data();
+  registrar.num_options = static_cast<int64_t>(lib->c_options_.size());
+  registrar.set_error = registrar_set_error;
+  registrar.declare_op = registrar_declare_op;
   const std::string label = lib->name_ + " (" + origin + ")";
   OpcStatus status = OPC_ERROR;
   try {
@@ -394,6 +512,17 @@ std::unique_ptr<LoadedLibrary> register_plugin(std::unique_ptr<PluginLibrary> li
 }
 
 }  // namespace
+
+std::pair<std::string, std::string> parse_plugin_option(std::string_view text) {
+  const size_t eq = text.find('=');
+  OPCONFORM_CHECK(eq != std::string_view::npos && eq > 0, ErrorCode::kInvalidArgument, "--plugin-option '", text,
+                  "' is not NAME=VALUE");
+  return {std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
+}
+
+std::string format_plugin_option(const std::pair<std::string, std::string>& option) {
+  return option.first + "=" + option.second;
+}
 
 std::unique_ptr<LoadedLibrary> load_plugin(const std::filesystem::path& path, Registry& registry,
                                            const LoadOptions& options) {

@@ -191,10 +191,16 @@ int exit_status(const RunOutcome& run, const RunRequest& request) {
   return 0;
 }
 
+adapters::PluginOptions parse_plugin_options(const std::vector<std::string>& texts) {
+  adapters::PluginOptions out;
+  for (const auto& t : texts) out.push_back(adapters::parse_plugin_option(t));
+  return out;
+}
+
 // `names` prints bare names, one a line, for scripts (opconform_add_conformance_tests reads them):
 // the operators matching `ops`.
-int list_command(const std::string& library, bool checks_only, const std::string& markdown, bool names,
-                 const std::string& ops) {
+int list_command(const std::string& library, const adapters::PluginOptions& plugin_options, bool checks_only,
+                 const std::string& markdown, bool names, const std::string& ops) {
   if (checks_only) {
     for (const auto& c : all_checks(true)) std::cout << c << "\n";
     return 0;
@@ -220,7 +226,7 @@ int list_command(const std::string& library, bool checks_only, const std::string
     }
     return 0;
   }
-  const ProbeResult probe = probe_library(library, reference, kProbeTimeoutS, {});
+  const ProbeResult probe = probe_library(library, reference, kProbeTimeoutS, {}, plugin_options);
   if (probe.failure) {
     std::cerr << "opconform: " << reports::console_text(probe.failure->message, false) << "\n";
     return 3;
@@ -241,9 +247,19 @@ int list_command(const std::string& library, bool checks_only, const std::string
     std::string dtypes;
     if (op.dtypes)
       for (DType t : *op.dtypes) dtypes += (dtypes.empty() ? "" : ",") + std::string(name(t));
+    std::string declared;
+    if (op.declared.reference_fake) declared += "  fake:reference";
+    if (op.declared.sample_builder) declared += "  samples:plugin";
+    if (op.declared.constraints) declared += "  constraints:plugin";
     std::cout << reports::console_text(op.name) << "  [" << kernels << "]  "
-              << (dtypes.empty() ? "(reference dtypes)" : dtypes) << "  "
+              << (dtypes.empty() ? "(reference dtypes)" : dtypes) << declared << "  "
               << reports::console_text(op.schema.empty() ? "(no schema)" : op.schema, true, 4096) << "\n";
+  }
+  for (const auto& o : lib.option_specs) {
+    std::cout << "option: --plugin-option " << reports::console_text(o.name) << "=..."
+              << (o.required ? " (required)" : "") << (o.repeatable ? " (repeatable)" : "")
+              << (o.default_value.empty() ? "" : " (default " + reports::console_text(o.default_value) + ")") << "  "
+              << reports::console_text(o.help, false) << "\n";
   }
   for (const auto& p : lib.problems)
     std::cout << "problem: " << reports::console_text(p.op) << ": " << reports::console_text(p.message, false) << "\n";
@@ -253,7 +269,7 @@ int list_command(const std::string& library, bool checks_only, const std::string
 // Registrations that point nowhere and ops missing the parts checks need. Exit 1 when something
 // is broken (a dangling implementation, a load problem, a library that does not load); missing
 // parts are reported, not fatal.
-int doctor_command(const std::string& library) {
+int doctor_command(const std::string& library, const adapters::PluginOptions& plugin_options) {
   Registry reference;
   auto registration = reference::register_reference_ops(reference);
   int broken = 0, notes = 0;
@@ -269,7 +285,7 @@ int doctor_command(const std::string& library) {
     std::cout << "opconform doctor: " << broken << " broken, " << notes << " notes\n";
     return broken == 0 ? 0 : 1;
   }
-  const ProbeResult probe = probe_library(library, reference, kProbeTimeoutS, {});
+  const ProbeResult probe = probe_library(library, reference, kProbeTimeoutS, {}, plugin_options);
   if (probe.failure) {
     std::cout << "broken: " << reports::console_text(probe.failure->message, false) << "\n";
     std::cout << "opconform doctor: 1 broken, 0 notes\n";
@@ -365,11 +381,15 @@ int opconform_main(const std::vector<std::string>& args) {
       ->check(CLI::IsMember({"reference", "none"}))
       ->capture_default_str();
   check_flags.add_to(*check);
+  std::vector<std::string> check_plugin_options, list_plugin_options, doctor_plugin_options;
+  const char* plugin_option_help = "NAME=VALUE passed to the plugin (repeatable; `opconform list --library X` lists what it takes)";
+  check->add_option("--plugin-option", check_plugin_options, plugin_option_help);
 
   std::string list_library;
   bool list_checks = false;
   auto* list = app.add_subcommand("list", "List the reference's operators, a library's operators (--library), or the checks");
   list->add_option("--library", list_library, "A plugin to list instead of the reference");
+  list->add_option("--plugin-option", list_plugin_options, plugin_option_help);
   list->add_flag("--checks", list_checks, "List the checks instead");
   std::string list_markdown;
   list->add_option("--markdown", list_markdown, "Write the Core ATen coverage page of the reference (docs/reference.md)");
@@ -381,6 +401,7 @@ int opconform_main(const std::vector<std::string>& args) {
   std::string doctor_library;
   auto* doctor = app.add_subcommand("doctor", "Find dangling implementations and ops without fake kernels or autograd formulas");
   doctor->add_option("--library", doctor_library, "A plugin to examine instead of the reference");
+  doctor->add_option("--plugin-option", doctor_plugin_options, plugin_option_help);
 
   std::string repro_line;
   auto* repro = app.add_subcommand("repro", "Replay one result from a report's repro line in a worker, verbosely (add --jobs 0 to the line to run it in this process)");
@@ -421,6 +442,7 @@ int opconform_main(const std::vector<std::string>& args) {
     try {
       request = (*run ? run_flags : check_flags).finish(args);
       request.against_reference = *check && against == "reference";
+      for (const auto& option : check_plugin_options) request.plugin_options.push_back(adapters::parse_plugin_option(option));
       OPCONFORM_CHECK(!*check || !request.library.empty(), ErrorCode::kInvalidArgument,
                       "--library is empty: give the plugin's shared library (`opconform run` checks the reference)");
       validate(request.plan);
@@ -437,10 +459,18 @@ int opconform_main(const std::vector<std::string>& args) {
       return 2;
     }
   }
+  adapters::PluginOptions list_options, doctor_options;
+  try {
+    list_options = parse_plugin_options(list_plugin_options);
+    doctor_options = parse_plugin_options(doctor_plugin_options);
+  } catch (const std::exception& e) {
+    std::cerr << "opconform: " << reports::console_text(e.what(), false) << "\n";
+    return 2;
+  }
   try {
     if (*run || *check) return exit_status(run_conformance(request), request);
-    if (*list) return list_command(list_library, list_checks, list_markdown, list_names, list_ops);
-    if (*doctor) return doctor_command(doctor_library);
+    if (*list) return list_command(list_library, list_options, list_checks, list_markdown, list_names, list_ops);
+    if (*doctor) return doctor_command(doctor_library, doctor_options);
     if (*repro) {
       std::vector<std::string> line = split_command_line(repro_line);
       if (!line.empty() && line[0] == "opconform") line.erase(line.begin());

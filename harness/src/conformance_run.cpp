@@ -41,9 +41,9 @@ struct LoadedHere {
   // the harness process).
   ~LoadedHere() { (void)library.release(); }
 
-  void load(const std::string& path, const Registry& schemas) {
+  void load(const std::string& path, const adapters::PluginOptions& options, const Registry& schemas) {
     try {
-      library = adapters::load_plugin(path, registry, {.schemas = &schemas});
+      library = adapters::load_plugin(path, registry, {.schemas = &schemas, .plugin_options = options});
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -154,7 +154,13 @@ RunOutcome run_conformance(const RunRequest& request) {
     report.info.library_path = request.library;
     report.info.library = request.library;
     repro_prefix = "opconform check --library " + quoted(request.library) + (request.against_reference ? "" : " --against none");
-    ProbeResult probe = probe_library(request.library, reference, request.timeout_s, sandbox);
+    // The options choose what the plugin loads: a repro line without them checks something else.
+    for (const auto& option : request.plugin_options) {
+      const std::string text = adapters::format_plugin_option(option);
+      report.info.library_options.push_back(text);
+      repro_prefix += " --plugin-option " + quoted(text);
+    }
+    ProbeResult probe = probe_library(request.library, reference, request.timeout_s, sandbox, request.plugin_options);
     // Load results belong to shard 0 only (so shard reports merge), and to the ops --ops names.
     outcome.load_failed = probe.failure.has_value();
     if (probe.failure) {
@@ -206,7 +212,7 @@ RunOutcome run_conformance(const RunRequest& request) {
   // under --jobs 0. The harness itself only has the reference.
   LoadedHere here;
   const auto load_here = [&] {
-    if (!request.library.empty()) here.load(request.library, reference);
+    if (!request.library.empty()) here.load(request.library, request.plugin_options, reference);
   };
   const auto run_here = [&](const PlannedCase& c, const std::vector<std::string>& checks,
                             const std::function<void(const std::string&)>& on_check_start,

@@ -30,8 +30,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-[[noreturn]] void probe_child(const std::string& path, const Registry& schemas, const SandboxOptions& sandbox,
-                              pid_t parent, int channel, int output) {
+[[noreturn]] void probe_child(const std::string& path, const adapters::PluginOptions& plugin_options,
+                              const Registry& schemas, const SandboxOptions& sandbox, pid_t parent, int channel,
+                              int output) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) _exit(0);
   enter_sandbox(sandbox, parent);
@@ -46,7 +47,8 @@ using Clock = std::chrono::steady_clock;
   try {
     // Never destroyed: unloading would run the library's destructors, which may crash or forge.
     auto* scratch = new Registry;
-    auto* library = adapters::load_plugin(path, *scratch, {.schemas = &schemas}).release();
+    auto* library =
+        adapters::load_plugin(path, *scratch, {.schemas = &schemas, .plugin_options = plugin_options}).release();
     message = "M" + manifest_to_json(adapters::describe_library(*library, *scratch));
   } catch (const std::exception& e) {
     message = std::string("E") + e.what();
@@ -63,7 +65,7 @@ reports::CaseResult load_result(const std::string& path, reports::Outcome outcom
 }  // namespace
 
 ProbeResult probe_library(const std::string& path, const Registry& schemas, double timeout_s,
-                          const SandboxOptions& sandbox) {
+                          const SandboxOptions& sandbox, const adapters::PluginOptions& plugin_options) {
   int channel[2], output[2];
   if (::pipe2(channel, O_CLOEXEC) != 0 || ::pipe2(output, O_CLOEXEC) != 0)
     return {std::nullopt, load_result(path, reports::Outcome::failed, std::string("cannot create a pipe: ") + std::strerror(errno))};
@@ -72,7 +74,7 @@ ProbeResult probe_library(const std::string& path, const Registry& schemas, doub
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::close(channel[0]), ::close(output[0]);
-    probe_child(path, schemas, sandbox, parent, channel[1], output[1]);
+    probe_child(path, plugin_options, schemas, sandbox, parent, channel[1], output[1]);
   }
   ::close(channel[1]), ::close(output[1]);
   if (pid < 0) {
@@ -170,7 +172,9 @@ std::string manifest_to_json(const adapters::LibraryManifest& m) {
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& o : m.ops) {
     nlohmann::json op = {{"name", o.name}, {"schema", o.schema}, {"cpu", o.cpu}, {"cuda", o.cuda},
-                         {"fake", o.fake}, {"backward", o.backward}};
+                         {"fake", o.fake}, {"backward", o.backward},
+                         {"reference_fake", o.declared.reference_fake}, {"sample_builder", o.declared.sample_builder},
+                         {"constraints", o.declared.constraints}};
     if (o.dtypes) {
       op["dtypes"] = nlohmann::json::array();
       for (DType d : *o.dtypes) op["dtypes"].push_back(std::string(name(d)));
@@ -179,9 +183,13 @@ std::string manifest_to_json(const adapters::LibraryManifest& m) {
   }
   nlohmann::json problems = nlohmann::json::array();
   for (const auto& p : m.problems) problems.push_back({{"op", p.op}, {"message", p.message}});
+  nlohmann::json options = nlohmann::json::array();
+  for (const auto& o : m.option_specs)
+    options.push_back({{"name", o.name}, {"help", o.help}, {"default", o.default_value}, {"required", o.required},
+                       {"repeatable", o.repeatable}});
   const nlohmann::json j = {{"name", m.name},         {"version", m.version}, {"origin", m.origin},
                             {"ops", std::move(ops)},  {"problems", std::move(problems)},
-                            {"dangling", m.dangling}};
+                            {"dangling", m.dangling}, {"options", std::move(options)}};
   // Invalid UTF-8 in a library's strings is replaced, not a reason to lose the manifest.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -197,6 +205,9 @@ adapters::LibraryManifest manifest_from_json(const std::string& text) {
       o.name = op.at("name").get<std::string>(), o.schema = op.at("schema").get<std::string>();
       o.cpu = op.at("cpu").get<bool>(), o.cuda = op.at("cuda").get<bool>();
       o.fake = op.at("fake").get<bool>(), o.backward = op.at("backward").get<bool>();
+      o.declared.reference_fake = op.at("reference_fake").get<bool>();
+      o.declared.sample_builder = op.at("sample_builder").get<bool>();
+      o.declared.constraints = op.at("constraints").get<bool>();
       if (op.contains("dtypes")) {
         o.dtypes.emplace();
         for (const auto& d : op.at("dtypes")) {
@@ -210,6 +221,10 @@ adapters::LibraryManifest manifest_from_json(const std::string& text) {
     for (const auto& p : j.at("problems"))
       m.problems.push_back({p.at("op").get<std::string>(), p.at("message").get<std::string>()});
     m.dangling = j.at("dangling").get<std::vector<std::string>>();
+    for (const auto& o : j.at("options"))
+      m.option_specs.push_back({o.at("name").get<std::string>(), o.at("help").get<std::string>(),
+                                o.at("default").get<std::string>(), o.at("required").get<bool>(),
+                                o.at("repeatable").get<bool>()});
     return m;
   } catch (const nlohmann::json::exception& e) {
     throw ProtocolError(std::string("a manifest that does not parse: ") + e.what());

@@ -547,6 +547,42 @@ TEST_F(Cli, ListAndDoctorDescribeALibrary) {
   EXPECT_NE(out.find("0 broken, 3 notes"), std::string::npos) << out;
 }
 
+// --plugin-option reaches the probe and every worker, is recorded in the report, and travels in
+// repro lines, so a replay loads the same library the same way.
+TEST_F(Cli, PluginOptionsReachEveryLoadAndTheReproLine) {
+  const std::vector<std::string> base = {"check", "--library", OPCONFORM_OPTIONS_PLUGIN, "--samples", "3", "--jobs",
+                                         "1", "--checks", "determinism"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(run(with({"--plugin-option", "factor=2"}), "steady"), 0);
+  EXPECT_EQ(report("steady").info.library_options, std::vector<std::string>{"factor=2"});
+  EXPECT_EQ(run(with({}), "missing"), 1);  // the load fails, and says why
+  EXPECT_EQ(run(with({"--plugin-option", "factor"}), "malformed"), 2);
+  EXPECT_EQ(run(with({"--plugin-option", "factor=2", "--plugin-option", "drift=1"}), "drifting"), 1);
+  testing::internal::GetCapturedStderr();
+  const auto missing = report("missing");
+  ASSERT_EQ(missing.results.size(), 1u);
+  EXPECT_NE(missing.results[0].message.find("option 'factor' is required"), std::string::npos)
+      << missing.results[0].message;
+  const auto drifting = report("drifting");
+  ASSERT_FALSE(drifting.results.empty());
+  const std::string line = drifting.results[0].repro;
+  EXPECT_NE(line.find("--plugin-option factor=2 --plugin-option drift=1"), std::string::npos) << line;
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(opconform_main({"repro", line}), 1);  // fails again: the options came with it
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("options::scaled determinism [cpu, float64]: failed"), std::string::npos) << out;
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(opconform_main({"list", "--library", OPCONFORM_OPTIONS_PLUGIN, "--plugin-option", "factor=3"}), 0);
+  const std::string listed = testing::internal::GetCapturedStdout();
+  EXPECT_NE(listed.find("option: --plugin-option factor=... (required)  what x is multiplied by"), std::string::npos)
+      << listed;
+}
+
 // The machine-readable form opconform_add_conformance_tests (cmake/) reads at build time.
 TEST_F(Cli, ListNamesGivesOneOperatorALine) {
   testing::internal::CaptureStdout();

@@ -88,6 +88,14 @@ RunInfo read_info(const Json& j, const std::string& path) {
     info.fail_on = FailPolicy{FailPolicy{}.outcomes, false};
   }
   if (j.contains("sandbox")) info.sandbox = string_field(j, "sandbox", path);  // older reports have none
+  if (j.contains("library_options")) {  // written only when the plugin was given options
+    const Json& list = field(j, "library_options", path);
+    if (!list.is_array()) fail(join(path, "library_options"), "expected an array, got " + type_name(list));
+    for (const Json& o : list) {
+      if (!o.is_string()) fail(join(path, "library_options"), "expected strings, got " + type_name(o));
+      info.library_options.push_back(o.get<std::string>());
+    }
+  }
   if (j.contains("interrupted")) {
     if (!j.at("interrupted").is_boolean()) fail(join(path, "interrupted"), "expected true or false");
     info.interrupted = j.at("interrupted").get<bool>();
@@ -157,6 +165,7 @@ std::string to_json(const Report& report) {
                       {"seed", i.seed},                 {"samples", i.samples}, {"shard", i.shard},
                       {"fail_on", to_string(i.fail_on)}, {"sandbox", i.sandbox},
                       {"interrupted", i.interrupted}};
+  if (!i.library_options.empty()) info["library_options"] = i.library_options;
   OrderedJson summary = OrderedJson::object();
   for (Outcome o : detail::all_outcomes()) summary[std::string(conformance::to_string(o))] = report.count(o);
   const auto untested = untested_cases(report);

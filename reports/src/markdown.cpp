@@ -68,6 +68,7 @@ void write_info(std::ostringstream& out, const Report& report) {
   };
   row("library", i.library);
   row("library path", i.library_path);
+  for (const auto& option : i.library_options) row("library option", option);
   row("against", i.against);
   row("command", i.command);
   row("started", i.started_at);

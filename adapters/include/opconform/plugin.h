@@ -319,7 +319,8 @@ typedef struct OpcSampleDraw {
   /* Sizes of rank in [min_rank, max_rank], each >= min_size (sometimes 0 when allow_empty). */
   OpcStatus (*shape)(void* host, int32_t min_rank, int32_t max_rank, int64_t min_size, int32_t allow_empty,
                      int64_t* sizes /* OPC_SAMPLE_MAX_RANK */, int32_t* rank);
-  OpcStatus (*size)(void* host, int32_t allow_empty, int64_t* out);
+  /* One size (sometimes 0 when allow_empty). */
+  OpcStatus (*dim_size)(void* host, int32_t allow_empty, int64_t* out);
   /* A tensor with drawn values (values: NULL = any), on the sample's device, in a drawn layout. */
   OpcStatus (*tensor)(void* host, int32_t ndim, const int64_t* sizes, DLDataType dtype,
                       const OpcValueConstraint* values, int32_t mutable_input, OpcValue* out);

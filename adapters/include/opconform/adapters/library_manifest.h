@@ -18,6 +18,7 @@ struct ManifestOp {
   std::string schema;  // the schema the op is checked against ("" when it has none)
   bool cpu = false, cuda = false, fake = false, backward = false;  // the kernels it registered
   std::optional<std::vector<DType>> dtypes;  // LoadedLibrary::declared_dtypes
+  LoadedLibrary::Declared declared;          // LoadedLibrary::declared (fake == true too when reference_fake)
 };
 
 struct LibraryManifest {
@@ -25,6 +26,7 @@ struct LibraryManifest {
   std::vector<ManifestOp> ops;         // LoadedLibrary::ops(), in that order
   std::vector<LoadProblem> problems;   // LoadedLibrary::problems()
   std::vector<std::string> dangling;   // implementations without a definition (Registry::dangling_impls)
+  std::vector<PluginOptionSpec> option_specs;  // LoadedLibrary::option_specs
 
   const ManifestOp* find(const std::string& op) const;
 };

@@ -14,6 +14,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "opconform/core/dtype.h"
@@ -33,12 +35,30 @@ class PluginError : public Error {
   std::string library_;
 };
 
+// Options given to a plugin on the command line (`--plugin-option NAME=VALUE`), in their order.
+using PluginOptions = std::vector<std::pair<std::string, std::string>>;
+
+// "NAME=VALUE" as a pair; throws Error(kInvalidArgument) when there is no '=' or no name.
+std::pair<std::string, std::string> parse_plugin_option(std::string_view text);
+
+// An option as the command line spells it ("extension=/x/_C.so"), for repro lines and reports.
+std::string format_plugin_option(const std::pair<std::string, std::string>& option);
+
 struct LoadOptions {
   // Where an operator the plugin implements without defining it takes its schema, tags and data
   // (the reference registry: its constraints, sample builder and tolerances; Note [Per-op data
   // belongs to the registry]); a definition of one of its ops must match it. Null: every op must
   // be defined. A plugin's declare_dtypes replaces the dtypes of that data.
   const Registry* schemas = nullptr;
+  // Checked against the options the plugin declares (OpcPlugin.options, ABI 1.1) before
+  // register_ops, which reads them from the registrar.
+  PluginOptions plugin_options;
+};
+
+// An option a plugin declares it takes (OpcOptionSpec).
+struct PluginOptionSpec {
+  std::string name, help, default_value;
+  bool required = false, repeatable = false;
 };
 
 // A per-op problem found while loading that does not stop the load: the op is left out.
@@ -59,6 +79,15 @@ class LoadedLibrary {
   // The dtypes the plugin declared for `op` (nullopt when it declared none).
   virtual std::optional<std::vector<DType>> declared_dtypes(const std::string& op) const = 0;
   virtual const std::vector<LoadProblem>& problems() const = 0;
+  // The options the plugin takes (empty for an ABI 1.0 plugin).
+  virtual const std::vector<PluginOptionSpec>& option_specs() const = 0;
+  // What the plugin declared about `op` beyond its kernels (declare_op, ABI 1.1).
+  struct Declared {
+    bool reference_fake = false;   // its fake kernel is the reference's (OPC_OP_REFERENCE_FAKE)
+    bool sample_builder = false;   // it builds its own samples
+    bool constraints = false;      // it declared input constraints
+  };
+  virtual Declared declared(const std::string& op) const = 0;
 };
 
 // dlopen + entry point + ABI check + register_ops into `registry`.

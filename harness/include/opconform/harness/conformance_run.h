@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "opconform/adapters/loader.h"
 #include "opconform/harness/plan.h"
 #include "opconform/harness/worker_sandbox.h"
 #include "opconform/reports/report.h"
@@ -16,6 +17,7 @@ namespace opconform::harness {
 
 struct RunRequest {
   std::string library;             // a plugin's path; "" for the bundled reference
+  adapters::PluginOptions plugin_options;  // --plugin-option NAME=VALUE, in order
   bool against_reference = false;  // compare with the reference (reference_agreement)
   PlanOptions plan;
   int jobs = 1;                    // worker processes; 0: run in this process (no isolation)

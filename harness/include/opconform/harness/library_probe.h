@@ -18,10 +18,10 @@ struct ProbeResult {
   std::optional<reports::CaseResult> failure;          // otherwise: a "load" result saying why
 };
 
-// Loads `path` in a child that takes its schemas from `schemas` (the reference), within
-// `timeout_s`. Never throws for anything the library does.
+// Loads `path` with `plugin_options` in a child that takes its schemas from `schemas` (the
+// reference), within `timeout_s`. Never throws for anything the library does.
 ProbeResult probe_library(const std::string& path, const Registry& schemas, double timeout_s,
-                          const SandboxOptions& sandbox);
+                          const SandboxOptions& sandbox, const adapters::PluginOptions& plugin_options = {});
 
 // The manifest as one JSON text and back (the probe's message); manifest_from_json throws
 // ProtocolError (worker_frames.h) for a text that is not one.

@@ -50,6 +50,7 @@ struct RunInfo {
   std::string tool_version;         // opconform's version
   std::string library;              // what was checked: "reference", or the plugin's name and version
   std::string library_path;         // the shared library's path ("" for the bundled reference)
+  std::vector<std::string> library_options;  // the plugin's options, "NAME=VALUE" (--plugin-option)
   std::string against;              // "reference", or "" when the library was checked on its own
   std::string command;              // the command line that made the report
   std::string started_at;           // UTC, ISO 8601 ("2026-12-01T03:04:05Z")
