@@ -20,7 +20,7 @@ const CheckTable& table() {
                       detail::make_determinism, detail::make_dtype_consistency, detail::make_edge_shapes,
                       detail::make_vmap_consistency, detail::make_autocast_consistency, detail::make_error_inputs,
                       detail::make_reference_agreement, detail::make_test_aot_dispatch_dynamic,
-                      detail::make_memory_safety, detail::make_thread_safety}) {
+                      detail::make_memory_safety, detail::make_thread_safety, detail::make_device_consistency}) {
       auto check = make();
       std::string name(check->name());
       created->emplace(std::move(name), std::move(check));

@@ -40,6 +40,7 @@
 #include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
 #include "opconform/conformance/detail/missing_backward.h"
+#include "opconform/conformance/detail/observables.h"
 #include "opconform/conformance/sample.h"
 #include "opconform/conformance/tolerance.h"
 #include "opconform/core/autograd.h"
@@ -78,8 +79,9 @@ struct Variable {
   std::vector<int64_t> sizes;
   Device device;
   std::vector<double> values;  // row-major
+  DType dtype = DType::Float64;  // what the op sees (GradcheckOptions::dtype)
 
-  Tensor make(const std::vector<double>& v) const { return from_vector<double>(v, sizes).to(device); }
+  Tensor make(const std::vector<double>& v) const { return from_vector<double>(v, sizes).to(dtype, device); }
   Tensor make() const { return make(values); }
 };
 
@@ -762,15 +764,17 @@ CheckResult skipped(std::string check, std::string why) {
 }
 
 // Prepares gradcheck's F. On success `problem` is set; otherwise the skip/failure to return.
-std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, const std::string& check, double eps,
-                                   Problem& problem, OpCall& call, std::vector<size_t>& diff_outputs) {
+std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, const std::string& check,
+                                   const GradcheckOptions& options, Problem& problem, OpCall& call,
+                                   std::vector<size_t>& diff_outputs) {
+  const double eps = options.eps;
   call.args = args;
   // Each floating tensor (a Tensor argument, or an element of a Tensor[] one) becomes a float64
-  // copy detached from the caller's graph: differentiated when the sample's tensor requires
-  // grad, held constant otherwise (float64 too, so mixed-dtype ops see one dtype).
+  // (options.dtype) copy detached from the caller's graph: differentiated when the sample's
+  // tensor requires grad, held constant otherwise (in that dtype too, so mixed-dtype ops see one).
   auto widen = [&](const Tensor& t, size_t a, std::optional<size_t> element,
                    const std::string& label) -> std::variant<Tensor, CheckResult> {
-    Tensor copy = t.detach().to(DType::Float64).clone();
+    Tensor copy = t.detach().to(options.dtype).clone();
     // A constant argument so large that eps is lost next to it swallows the step too.
     const double too_large = eps * kLostStep;
     for (double v : values_of(copy)) {
@@ -784,7 +788,7 @@ std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, 
     const bool written = op.has_schema() && a < op.schema().arguments.size() && op.schema().arguments[a].is_write();
     if (t.requires_grad() && !written) {
       call.slots.push_back({a, element});
-      problem.inputs.push_back(Variable{label, sizes_of(copy), copy.device(), values_of(copy)});
+      problem.inputs.push_back(Variable{label, sizes_of(copy), copy.device(), values_of(copy), options.dtype});
     }
     return copy;
   };
@@ -835,8 +839,13 @@ std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, 
     ::opconform::conformance::detail::run_boxed(op, stack);
     named = returned_tensors(op, stack);
   } catch (const Error& e) {
-    return result(problem, Outcome::failed, concat(check, " of '", op.name(), "': the op threw on float64 inputs that require grad: ",
-                               e.what(), " Sample: ", problem.sample, "."));
+    // A library without kernels in this dtype: not a wrong gradient (Note [Gradcheck below float64]).
+    if (e.code() == ErrorCode::kNotImplemented) {
+      return result(problem, Outcome::unsupported, concat(check, " of '", op.name(), "': the op does not take this sample in ",
+                                                          name(options.dtype), ": ", e.what()));
+    }
+    return result(problem, Outcome::failed, concat(check, " of '", op.name(), "': the op threw on ", name(options.dtype),
+                                                   " inputs that require grad: ", e.what(), " Sample: ", problem.sample, "."));
   }
   for (size_t j = 0; j < named.size(); ++j) {
     const Tensor& t = named[j].second;
@@ -886,7 +895,7 @@ CheckResult gradcheck(const OperatorHandle& op, const Stack& args, const Gradche
   Problem problem;
   auto call = std::make_shared<OpCall>(OpCall{op, {}, {}});
   auto diff_outputs = std::make_shared<std::vector<size_t>>();
-  if (auto early = prepare(op, args, "gradcheck", options.eps, problem, *call, *diff_outputs)) return *early;
+  if (auto early = prepare(op, args, "gradcheck", options, problem, *call, *diff_outputs)) return *early;
   problem.evaluate = [call, diff_outputs](const std::vector<Tensor>& inputs) {
     NoGradGuard no_grad;  // the numerical Jacobian needs values only
     return pick(run_op(*call, inputs), *diff_outputs);
@@ -902,7 +911,7 @@ CheckResult gradgradcheck(const OperatorHandle& op, const Stack& args, const Gra
   Problem first;
   auto call = std::make_shared<OpCall>(OpCall{op, {}, {}});
   auto diff_outputs = std::make_shared<std::vector<size_t>>();
-  if (auto early = prepare(op, args, "gradgradcheck", options.eps, first, *call, *diff_outputs)) return *early;
+  if (auto early = prepare(op, args, "gradgradcheck", options, first, *call, *diff_outputs)) return *early;
 
   // F(inputs..., grad_outputs...) = the gradients of the inputs, one output per input.
   // grad_outputs are random (not one-hot) so every path through the backward is exercised.
@@ -935,7 +944,7 @@ CheckResult gradgradcheck(const OperatorHandle& op, const Stack& args, const Gra
       std::vector<double> g(static_cast<size_t>(outputs[k].numel()));
       for (auto& x : g) x = normal(rng);
       second.inputs.push_back(Variable{"grad_output of " + first.output_names[k], sizes_of(outputs[k]),
-                                       outputs[k].device(), g});
+                                       outputs[k].device(), g, options.dtype});
     }
   } catch (const Error& e) {
     return result(second, Outcome::failed, concat("gradgradcheck of '", op.name(), "': the op threw: ", e.what()));
@@ -990,6 +999,44 @@ CheckResult gradgradcheck(const OperatorHandle& op, const Stack& args, const Gra
 namespace detail {
 namespace {
 
+// Note [Gradcheck below float64]: finite differences need float64 to judge a gradient tightly,
+// and PyTorch's gradcheck asks for it. A library with no float64 kernels (oneDNN, cuDNN: their
+// CPU/GPU types stop at float32) would leave every backward formula unchecked, so the check runs
+// again in float32 with a step and tolerances float32 can resolve — a central difference with step
+// h carries a rounding error near u*|f|/h (u = 6e-8), 6e-5 relative at h = 1e-3 — and says so in
+// its message. A wrong formula is still far outside them; a subtly wrong one may pass, which is
+// why this is the fallback and not the rule. The rounding error grows with the outputs' size (a
+// step of 1e-3 on an output near 100 is lost below float32's resolution there), so atol grows with
+// the largest output: kRoundingUlps units of float32 rounding of it, divided by the step.
+constexpr double kFloat32Eps = 1e-3, kFloat32Atol = 1e-3, kFloat32Rtol = 1e-2;
+constexpr double kFloat32Unit = 0x1p-24, kRoundingUlps = 64;
+
+// The largest finite |value| of the op's floating outputs on float32 copies of the sample (0 when
+// it throws): the scale of float32's rounding in its finite differences.
+double largest_float32_output(const OperatorHandle& op, const Stack& args) {
+  Stack copies = clone_args(args);
+  for (auto& v : copies) {
+    v = map_tensors(v, [](const Tensor& t) {
+      return t.defined() && is_floating(t.dtype()) ? t.detach().to(DType::Float32).clone() : t;
+    });
+  }
+  double largest = 0;
+  try {
+    NoGradGuard no_grad;
+    Stack returns = ::opconform::conformance::detail::call(op, copies);
+    for (const IValue& r : returns) {
+      map_tensors(r, [&](const Tensor& t) {
+        if (t.defined() && is_floating(t.dtype()))
+          for (double x : values_of(t))
+            if (std::isfinite(x)) largest = std::max(largest, std::abs(x));
+        return t;
+      });
+    }
+  } catch (const Error&) {
+  }
+  return largest;
+}
+
 // gradcheck / gradgradcheck on ctx.sample. opcheck's atol/rtol, when given, replace gradcheck's
 // own defaults (the dtype defaults do not apply: the comparison is of float64 finite differences).
 class GradcheckCheck final : public Check {
@@ -1001,10 +1048,29 @@ class GradcheckCheck final : public Check {
     GradcheckOptions options;
     if (ctx.tolerance.atol) options.atol = *ctx.tolerance.atol;
     if (ctx.tolerance.rtol) options.rtol = *ctx.tolerance.rtol;
-    return second_order_ ? gradgradcheck(ctx.op, ctx.sample.args, options) : gradcheck(ctx.op, ctx.sample.args, options);
+    CheckResult r = run_with(ctx, options);
+    if (r.outcome != Outcome::unsupported) return r;
+    // Note [Gradcheck below float64]
+    GradcheckOptions low = options;
+    low.dtype = DType::Float32, low.eps = kFloat32Eps;
+    const double rounding = kRoundingUlps * kFloat32Unit * largest_float32_output(ctx.op, ctx.sample.args) / low.eps;
+    low.atol = ctx.tolerance.atol.value_or(std::max(kFloat32Atol, rounding));
+    low.rtol = ctx.tolerance.rtol.value_or(kFloat32Rtol);
+    CheckResult fallback = run_with(ctx, low);
+    if (fallback.outcome == Outcome::unsupported) {  // not in float32 either: both reasons
+      r.message = concat(r.message, "; in float32: ", fallback.message);
+      return r;
+    }
+    const std::string how = concat("in float32 (float64 unsupported; Note [Gradcheck below float64]: eps ", low.eps,
+                                   ", atol ", low.atol, ", rtol ", low.rtol, ")");
+    fallback.message = fallback.message.empty() ? concat("checked ", how) : concat(fallback.message, " [", how, "]");
+    return fallback;
   }
 
  private:
+  CheckResult run_with(const CheckContext& ctx, const GradcheckOptions& options) const {
+    return second_order_ ? gradgradcheck(ctx.op, ctx.sample.args, options) : gradcheck(ctx.op, ctx.sample.args, options);
+  }
   bool second_order_;
 };
 

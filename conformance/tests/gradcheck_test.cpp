@@ -259,6 +259,41 @@ TEST_F(GradcheckTest, ChecksRunOnTheContextSample) {
   EXPECT_EQ(check->run({bad.handle(), sample, loose, registry}).outcome, Outcome::passed);
 }
 
+// Note [Gradcheck below float64]: a library without float64 kernels is checked in float32, and
+// the message says so; a wrong formula still fails; no float32 kernel either is unsupported.
+TEST_F(GradcheckTest, ALibraryWithoutFloat64IsCheckedInFloat32) {
+  auto sin_in = [&](const std::string& name, DType only, std::function<double(double, double)> grad_of) {
+    auto op = custom_op(name, [only](const Tensor& x) {
+      OPCONFORM_CHECK(x.dtype() == only, ErrorCode::kNotImplemented, "only ", opconform::name(only), " for 'x'");
+      return map(x, [](double v) { return std::sin(v); });
+    }, opts(), {"x"});
+    op.register_autograd(
+        [grad_of](AutogradContext& ctx, const std::vector<Tensor>& g) {
+          return std::vector<Tensor>{zip(g[0], ctx.saved_tensors()[0], grad_of)};
+        },
+        save_inputs);
+    return op;
+  };
+  auto good = sin_in("t::sin32", DType::Float32, cos_grad);
+  auto bad = sin_in("t::bad_sin32", DType::Float32, [](double g, double x) { return g * std::cos(x) * 1.1; });
+  auto none = sin_in("t::sin16", DType::Float16, cos_grad);
+  auto check = detail::make_gradcheck();
+  Sample sample({IValue(leaf({2, 3}))});
+  ToleranceSpec tolerance;
+  const CheckResult passed = check->run({good.handle(), sample, tolerance, registry});
+  EXPECT_EQ(passed.outcome, Outcome::passed) << passed.message;
+  EXPECT_THAT(passed.message, HasSubstr("in float32 (float64 unsupported"));
+  const CheckResult failed = check->run({bad.handle(), sample, tolerance, registry});
+  EXPECT_EQ(failed.outcome, Outcome::failed) << failed.message;  // 10% off: far outside float32's tolerance
+  EXPECT_THAT(failed.message, HasSubstr("in float32"));
+  const CheckResult unsupported = check->run({none.handle(), sample, tolerance, registry});
+  EXPECT_EQ(unsupported.outcome, Outcome::unsupported) << unsupported.message;
+  EXPECT_THAT(unsupported.message, HasSubstr("does not take this sample in float64"));
+  EXPECT_THAT(unsupported.message, HasSubstr("; in float32: "));
+  // Straight from gradcheck(): float64 refused is unsupported, not a wrong gradient.
+  EXPECT_EQ(gradcheck(good.handle(), {IValue(leaf({2}))}).outcome, Outcome::unsupported);
+}
+
 // |x| with a backward g -> g * dabs(x): at a kink any value between the one-sided derivatives
 // is a subgradient (Note [Points where the op is not differentiable]); outside them it fails.
 class KinkTest : public GradcheckTest {

@@ -912,7 +912,8 @@ static OpcStatus register_ops(const OpcRegistrar* r) {
 }
 
 static const OpcPlugin PLUGIN = {
-    OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), "buggy-ops", "0.0.1", register_ops, 0,
+    .abi_version = OPC_PLUGIN_ABI_VERSION, .size = sizeof(OpcPlugin), .name = "buggy-ops", .version = "0.0.1",
+    .register_ops = register_ops, .flags = 0,
 };
 
 OPC_EXPORT const OpcPlugin* opconform_plugin(void) { return &PLUGIN; }

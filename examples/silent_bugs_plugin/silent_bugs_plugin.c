@@ -255,7 +255,8 @@ static OpcStatus register_ops(const OpcRegistrar* r) {
 
 /* Flags 0: the library claims to be thread-safe (so thread_safety calls it from several threads). */
 static const OpcPlugin PLUGIN = {
-    OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), LIBRARY_NAME, "0.0.1", register_ops, 0,
+    .abi_version = OPC_PLUGIN_ABI_VERSION, .size = sizeof(OpcPlugin), .name = LIBRARY_NAME, .version = "0.0.1",
+    .register_ops = register_ops, .flags = 0,
 };
 
 OPC_EXPORT const OpcPlugin* opconform_plugin(void) { return &PLUGIN; }

@@ -943,7 +943,8 @@ static OpcStatus register_ops(const OpcRegistrar* r) {
 }
 
 static const OpcPlugin PLUGIN = {
-    OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), "vendor-ops", "1.0.0", register_ops, 0,
+    .abi_version = OPC_PLUGIN_ABI_VERSION, .size = sizeof(OpcPlugin), .name = "vendor-ops", .version = "1.0.0",
+    .register_ops = register_ops, .flags = 0,
 };
 
 OPC_EXPORT const OpcPlugin* opconform_plugin(void) { return &PLUGIN; }

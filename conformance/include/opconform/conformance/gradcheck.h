@@ -27,6 +27,9 @@
 namespace opconform::conformance {
 
 struct GradcheckOptions {
+  // The precision the op runs in: float64, as PyTorch's gradcheck wants; float32 only for a
+  // library without float64 kernels (Note [Gradcheck below float64] in gradcheck.cpp).
+  DType dtype = DType::Float64;
   double eps = 1e-6;   // the central-difference step
   double atol = 1e-5;  // |analytical - numerical| <= atol + rtol * |numerical|
   double rtol = 1e-3;

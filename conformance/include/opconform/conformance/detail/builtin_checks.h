@@ -26,6 +26,8 @@ std::unique_ptr<Check> make_edge_shapes();
 std::unique_ptr<Check> make_vmap_consistency();
 std::unique_ptr<Check> make_autocast_consistency();
 std::unique_ptr<Check> make_error_inputs();
+// A device's kernel against the CPU kernel of the same library (device_consistency.cpp).
+std::unique_ptr<Check> make_device_consistency();
 // What element-wise comparisons cannot see (memory_safety.cpp, thread_safety.cpp, rounding.cpp).
 std::unique_ptr<Check> make_memory_safety();
 std::unique_ptr<Check> make_thread_safety();

@@ -1,0 +1,61 @@
+// device_consistency: a library's CUDA kernel against its own CPU kernel on the same sample.
+// Without a GPU only the CPU-sample rule runs; the rest skips with the reason.
+#include <gtest/gtest.h>
+
+#include "opconform/conformance/check.h"
+#include "opconform/conformance/detail/builtin_checks.h"
+#include "opconform/core/cuda.h"
+#include "opconform/core/library.h"
+#include "../../core/tests/support/float_ops.h"
+
+namespace opconform::conformance {
+namespace {
+
+using opconform::testing::map;
+
+class DeviceConsistencyTest : public ::testing::Test {
+ protected:
+  DeviceConsistencyTest() : lib("t", LibraryKind::DEF, std::nullopt, registry) {
+    for (const char* op : {"twice(Tensor x) -> Tensor", "drift(Tensor x) -> Tensor", "gpu_only(Tensor x) -> Tensor"})
+      lib.define(op);
+    auto twice = [](const Tensor& x) { return map(x, [](double v) { return 2 * v; }); };
+    lib.impl("twice", twice, DispatchKey::CPU);
+    lib.impl("twice", twice, DispatchKey::CUDA);
+    lib.impl("drift", twice, DispatchKey::CPU);
+    lib.impl("drift", [](const Tensor& x) { return map(x, [](double v) { return 2 * v + 0.5; }); }, DispatchKey::CUDA);
+    lib.impl("gpu_only", twice, DispatchKey::CUDA);
+  }
+  CheckResult run(const std::string& op, const Tensor& x) {
+    Sample sample({IValue(x)});
+    return detail::make_device_consistency()->run({registry.get(op), sample, tolerance, registry});
+  }
+  static Tensor values(Device device) {
+    return from_vector<float>({0.5f, -1.25f, 3.0f, 7.5f, -0.125f, 2.0f}, {2, 3}).to(device);
+  }
+
+  Registry registry;
+  Library lib;
+  ToleranceSpec tolerance;
+};
+
+TEST_F(DeviceConsistencyTest, ACpuSampleIsForTheOtherDevicesCases) {
+  const CheckResult r = run("t::twice", values(Device::cpu()));
+  EXPECT_EQ(r.outcome, Outcome::skipped);
+  EXPECT_NE(r.message.find("--device cuda"), std::string::npos) << r.message;
+}
+
+TEST_F(DeviceConsistencyTest, CudaKernelsAgreeOrDifferFromTheCpuKernel) {
+  if (!cuda::is_available()) GTEST_SKIP() << cuda::unavailable_reason();
+  const Tensor x = values(Device::cuda(0));
+  const CheckResult same = run("t::twice", x);
+  EXPECT_EQ(same.outcome, Outcome::passed) << same.message;
+  const CheckResult drift = run("t::drift", x);
+  EXPECT_EQ(drift.outcome, Outcome::failed) << drift.message;
+  EXPECT_NE(drift.message.find("(cuda:0 vs cpu)"), std::string::npos) << drift.message;
+  const CheckResult alone = run("t::gpu_only", x);
+  EXPECT_EQ(alone.outcome, Outcome::unsupported) << alone.message;
+  EXPECT_NE(alone.message.find("none for the CPU"), std::string::npos) << alone.message;
+}
+
+}  // namespace
+}  // namespace opconform::conformance
