@@ -44,19 +44,24 @@ function(opconform_test)
     target_compile_options(${ARG_NAME} PRIVATE -Og)
   endif()
   include(GoogleTest)
-  # One label, the module's (`ctest -L reports`): gtest_discover_tests flattens a list of labels
-  # into separate words, which set_tests_properties then misreads.
+  # The first label is the module's (`ctest -L reports`); more (`cuda`: tests that need a GPU to
+  # run in full, scripts/test-gpu.sh) are added after discovery: gtest_discover_tests flattens a
+  # list of labels into separate words, which set_tests_properties then misreads.
   set(label unit)
   if(ARG_LABELS)
     list(GET ARG_LABELS 0 label)
   endif()
+  string(REPLACE ";" "\\;" all_labels "${ARG_LABELS}")
   # Note [One process per test binary under sanitizers]: ASan start-up costs 0.2-0.6 s a
   # process, more than 900 of the 1,000 tests take (312 s of a 972 s asan ctest was start-up).
   # Sanitizer builds run each binary once, all its tests in one process; the default build
   # keeps one ctest test per gtest test, so test isolation is still checked there.
   if(OPCONFORM_SANITIZE AND NOT ARG_SHARDS)
     add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
-    set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${label}")
+    set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}")
+    if(NOT ARG_LABELS)
+      set_tests_properties(${ARG_NAME} PROPERTIES LABELS unit)
+    endif()
     return()
   endif()
   if(ARG_SHARDS)
@@ -71,6 +76,16 @@ function(opconform_test)
   gtest_discover_tests(${ARG_NAME}
     PROPERTIES LABELS "${label}"
     DISCOVERY_TIMEOUT 60)
+  list(LENGTH ARG_LABELS label_count)
+  if(label_count GREATER 1)
+    # Read by ctest after the discovered tests (absent until the binary is built).
+    set(labels_script ${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME}_labels.cmake)
+    file(WRITE ${labels_script}
+      "if(DEFINED ${ARG_NAME}_TESTS)\n"
+      "  set_tests_properties(\${${ARG_NAME}_TESTS} PROPERTIES LABELS \"${all_labels}\")\n"
+      "endif()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_script})
+  endif()
 endfunction()
 
 # Sanitizers apply to everything built after this point (asan preset).

@@ -1,5 +1,6 @@
-// The libtorch (ATen 1.13) adapter: an opconform plugin (opconform/plugin.h) that offers ATen's own
-// kernels for every operator the host's reference knows.
+// The libtorch adapter (Debian's ATen 1.13, or PyTorch 2.11's libraries: Note [One bridge for ATen
+// 1.13 and 2.x] in torch_bridge.cpp): an opconform plugin (opconform/plugin.h) that offers ATen's
+// own kernels for every operator the host's reference knows, CPU and, where libtorch has them, CUDA.
 //
 // register_ops walks ATen's dispatcher (c10::Dispatcher::getAllOpNames) and, for every "aten::"
 // overload the host knows (host_knows), registers without a definition (the host's schema and
@@ -98,8 +99,14 @@ OpcStatus register_ops(const OpcRegistrar* r) {
         if (status != OPC_OK) return status;
         continue;
       }
-      OpcStatus status = r->impl(r->host, full.c_str(), OPC_KERNEL_CPU, &bridge::cpu_kernel, &entry);
+      OpcStatus status = r->impl(r->host, full.c_str(), OPC_KERNEL_CPU, &bridge::call_kernel, &entry);
       if (status != OPC_OK) return status;
+      // ATen's CUDA kernels, where this libtorch has them (PyTorch's CUDA builds; Debian's is
+      // CPU-only): the same dispatcher call on device tensors, on the current (default) stream.
+      if (at::hasCUDA() && entry.handle.hasComputedKernelForDispatchKey(c10::DispatchKey::CUDA)) {
+        status = r->impl(r->host, full.c_str(), OPC_KERNEL_CUDA, &bridge::call_kernel, &entry);
+        if (status != OPC_OK) return status;
+      }
       if (bridge::has_meta_kernel(entry.handle)) {
         status = r->impl(r->host, full.c_str(), OPC_KERNEL_FAKE, &bridge::fake_kernel, &entry);
         if (status != OPC_OK) return status;

@@ -47,6 +47,15 @@
 #include <utility>
 #include <vector>
 
+// Note [One bridge for ATen 1.13 and 2.x]: the version differences the bridge meets are few and
+// spelled here, so one source builds against Debian's libtorch 1.13 and PyTorch 2.11's
+// libraries: from 2.1 on, Storage::data() is const and writable memory is mutable_data().
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#define OPC_TORCH_STORAGE_DATA(storage) (storage).mutable_data()
+#else
+#define OPC_TORCH_STORAGE_DATA(storage) (storage).data()
+#endif
+
 namespace opconform::torch_bridge {
 
 [[noreturn]] void fail(OpcStatus status, std::string message) { throw KernelError{status, std::move(message)}; }
@@ -146,9 +155,10 @@ at::Tensor import_tensor(const OpcDLManagedTensorVersioned* managed, bool fake, 
                                   std::to_string(t.dtype.bits) + ", lanes " + std::to_string(t.dtype.lanes) +
                                   "), which " + torch_label() + " has no dtype for");
   }
-  if (!fake && t.device.device_type != kDLCPU) {
-    fail(OPC_NOT_IMPLEMENTED, what + " is not a CPU tensor (DLPack device type " +
-                                  std::to_string(static_cast<int>(t.device.device_type)) + "): this adapter offers CPU kernels");
+  const bool on_cuda = t.device.device_type == kDLCUDA;
+  if (!fake && t.device.device_type != kDLCPU && !(on_cuda && at::hasCUDA())) {
+    fail(OPC_NOT_IMPLEMENTED, what + " is on DLPack device type " + std::to_string(static_cast<int>(t.device.device_type)) +
+                                  ", which this libtorch has no kernels for (CPU" + (at::hasCUDA() ? " and CUDA)" : " only)"));
   }
   if (t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr)) fail(OPC_INVALID_ARGUMENT, what + " has a malformed shape");
   const std::vector<int64_t> sizes(t.shape, t.shape + t.ndim);
@@ -174,14 +184,17 @@ at::Tensor import_tensor(const OpcDLManagedTensorVersioned* managed, bool fake, 
   const int64_t storage_offset = whole ? byte_offset / item : 0;
   const size_t nbytes = static_cast<size_t>(whole ? byte_offset + extent : extent);
 
-  const c10::Device device = fake ? c10::Device(c10::kMeta) : c10::Device(c10::kCPU);
+  const c10::Device device = fake      ? c10::Device(c10::kMeta)
+                             : on_cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(t.device.device_id))
+                                       : c10::Device(c10::kCPU);
   void* base = fake || t.data == nullptr ? nullptr : (whole ? t.data : static_cast<char*>(t.data) + byte_offset);
   // No deleter: the host owns the memory; the tensor lives no longer than the call (or than
   // a return that aliases it, which the host ties to the argument's storage).
   c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, c10::DataPtr(base, device),
                        /*allocator=*/nullptr, /*resizable=*/false);
   at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(fake ? c10::DispatchKey::Meta : c10::DispatchKey::CPU),
+      std::move(storage),
+      c10::DispatchKeySet(fake ? c10::DispatchKey::Meta : on_cuda ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU),
       caffe2::TypeMeta::fromScalarType(*type));
   tensor.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
   tensor.unsafeGetTensorImpl()->set_storage_offset(storage_offset);
@@ -201,10 +214,11 @@ void delete_export(OpcDLManagedTensorVersioned* self) {
   if (self != nullptr) delete static_cast<ExportContext*>(self->manager_ctx);
 }
 
-// Zero-copy export of an ATen CPU tensor: the host calls the deleter once.
+// Zero-copy export of an ATen CPU or CUDA tensor: the host calls the deleter once.
 OpcDLManagedTensorVersioned* export_tensor(at::Tensor t) {
   if (t.layout() != at::kStrided) fail(OPC_NOT_IMPLEMENTED, "ATen returned a non-strided tensor");
-  if (!t.device().is_cpu()) fail(OPC_ERROR, "ATen returned a tensor on " + t.device().str() + ", not cpu");
+  if (!t.device().is_cpu() && !t.device().is_cuda())
+    fail(OPC_ERROR, "ATen returned a tensor on " + t.device().str() + ", not cpu or cuda");
   if (t.is_conj() || t.is_neg()) t = t.resolve_conj().resolve_neg();  // lazy conjugate/negative bits
   auto ctx = std::make_unique<ExportContext>();
   ctx->tensor = t;
@@ -216,8 +230,8 @@ OpcDLManagedTensorVersioned* export_tensor(at::Tensor t) {
   m.deleter = &delete_export;
   m.flags = 0;
   DLTensor& dl = m.dl_tensor;
-  dl.data = t.storage().data();
-  dl.device = DLDevice{kDLCPU, 0};
+  dl.data = OPC_TORCH_STORAGE_DATA(t.storage());
+  dl.device = t.device().is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(t.device().index())} : DLDevice{kDLCPU, 0};
   dl.ndim = static_cast<int32_t>(t.dim());
   dl.dtype = dl_dtype_of(t.scalar_type());
   dl.shape = ctx->shape.data();
@@ -767,7 +781,7 @@ torch::jit::Stack gradient_stack(const c10::FunctionSchema& schema, const Leaves
 
 }  // namespace
 
-OpcStatus cpu_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns,
+OpcStatus call_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns,
                      int64_t num_returns, void* user_data) {
   return call_kernel(ctx, args, num_args, returns, num_returns, user_data, /*fake=*/false);
 }

@@ -1,7 +1,8 @@
 // The torch bridge: what every libtorch-based adapter shares (the ATen adapter, adapters/aten; the
 // TORCH_LIBRARY adapter, adapters/torch_library). It turns any c10::OperatorHandle into boxed
 // opconform kernels (opconform/plugin.h):
-//   - cpu_kernel: the op through the dispatcher (OperatorHandle::callBoxed), grad mode off;
+//   - call_kernel: the op through the dispatcher (OperatorHandle::callBoxed) on the arguments' device
+//     (CPU, or CUDA where libtorch has it), grad mode off;
 //   - fake_kernel: the same call on meta tensors (register it only where has_meta_kernel);
 //   - backward_kernel: libtorch's autograd (torch::autograd::grad over a re-run of the op).
 // Each takes its OpEntry as user_data. Tensors cross zero-copy both ways (DLPack 1.x; see
@@ -94,7 +95,7 @@ OpcStatus guarded(const OpcCallContext* ctx, const OpEntry* entry, Body&& body) 
 }
 
 // The kernels (user_data: an OpEntry*).
-OpcStatus cpu_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns,
+OpcStatus call_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns,
                      int64_t num_returns, void* user_data);
 OpcStatus fake_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns,
                       int64_t num_returns, void* user_data);

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Backtrace.h>
 #include <torch/version.h>
@@ -288,7 +289,11 @@ void register_op(const OpcRegistrar* r, const c10::OperatorHandle& handle, const
   // A failing registrar call is the op's load problem, recorded by the host: go on with the others.
   if (r->define(r->host, entry.schema_string.c_str()) != OPC_OK) return;
   if (handle.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU) &&
-      r->impl(r->host, name.c_str(), OPC_KERNEL_CPU, &bridge::cpu_kernel, &entry) != OPC_OK)
+      r->impl(r->host, name.c_str(), OPC_KERNEL_CPU, &bridge::call_kernel, &entry) != OPC_OK)
+    return;
+  // The extension's CUDA kernels, where this libtorch runs CUDA (PyTorch's CUDA builds).
+  if (at::hasCUDA() && handle.hasComputedKernelForDispatchKey(c10::DispatchKey::CUDA) &&
+      r->impl(r->host, name.c_str(), OPC_KERNEL_CUDA, &bridge::call_kernel, &entry) != OPC_OK)
     return;
   if (bridge::has_meta_kernel(handle) &&
       r->impl(r->host, name.c_str(), OPC_KERNEL_FAKE, &bridge::fake_kernel, &entry) != OPC_OK)

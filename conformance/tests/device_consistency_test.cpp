@@ -6,7 +6,7 @@
 #include "opconform/conformance/detail/builtin_checks.h"
 #include "opconform/core/cuda.h"
 #include "opconform/core/library.h"
-#include "../../core/tests/support/float_ops.h"
+#include "support/float_ops.h"
 
 namespace opconform::conformance {
 namespace {
