@@ -39,7 +39,10 @@ target_include_directories(opconform_plugin_abi INTERFACE
   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_link_libraries(opconform_plugin_abi INTERFACE dlpack::dlpack)
 set_target_properties(opconform_plugin_abi PROPERTIES EXPORT_NAME plugin_abi)
-install(TARGETS opconform_plugin_abi EXPORT opconformTargets)
+# Its own export file, so that find_package(opconform COMPONENTS plugin_abi) loads it alone.
+install(TARGETS opconform_plugin_abi EXPORT opconformPluginAbiTargets)
+install(EXPORT opconformPluginAbiTargets NAMESPACE opconform:: FILE opconformPluginAbiTargets.cmake
+        DESTINATION ${opconform_package_dir})
 
 install(EXPORT opconformTargets NAMESPACE opconform:: FILE opconformTargets.cmake
         DESTINATION ${opconform_package_dir})

@@ -2,8 +2,11 @@
 // (bitwise; within tolerance for ops tagged nondeterministic_bitwise), and each thread gets the
 // error a sequential call gets. Every thread has its own input: the sample, or the sample with
 // each tensor's elements rotated by the thread's number, so that a kernel sharing a scratch
-// buffer between calls mixes different values instead of writing the same ones twice. The
-// concurrent calls start together (a latch), before the sequential ones.
+// buffer between calls mixes different values instead of writing the same ones twice. An op that
+// builds its own samples (a sample builder: its inputs have structure, such as boxes with
+// x1 < x2 or a column of batch indices) gets copies of the sample itself in every thread, since a
+// rotation would hand it inputs its builder never makes. The concurrent calls start together (a
+// latch), before the sequential ones.
 //
 // Note [Concurrent first calls]: a kernel that initialises state lazily (a lookup table, a
 // cache, a plan) without synchronisation races only on its first use, so the concurrent calls
@@ -48,9 +51,9 @@ Tensor rotated(const Tensor& t, int64_t k) {
   return out.to(t.dtype(), t.device());
 }
 
-Stack variant(const Stack& sample, int thread) {
+Stack variant(const Stack& sample, int thread, bool rotate) {
   Stack args = clone_args(sample);
-  if (thread == 0) return args;
+  if (thread == 0 || !rotate) return args;
   for (IValue& v : args) {
     if (v.is_tensor()) {
       v = IValue(rotated(v.to_tensor(), thread));
@@ -155,7 +158,8 @@ class ThreadSafety final : public Check {
     const std::string sample = describe(ctx.sample.args, arg_names(ctx.op));
 
     std::vector<Stack> inputs;
-    for (int i = 0; i < kThreads; ++i) inputs.push_back(variant(ctx.sample.args, i));
+    const bool rotate = !ctx.op.data()->sample_builder;
+    for (int i = 0; i < kThreads; ++i) inputs.push_back(variant(ctx.sample.args, i, rotate));
     std::vector<Stack> sequential_inputs;
     for (const Stack& in : inputs) sequential_inputs.push_back(clone_args(in));
 
@@ -179,7 +183,7 @@ class ThreadSafety final : public Check {
       if (!differs.empty()) {
         return make_result(name(), Outcome::failed,
                            concat("thread_safety of '", op, "': in ", kThreads, " concurrent calls, thread ", i,
-                                  (i == 0 ? " (the sample itself)" : concat(" (the sample rotated by ", i, ")")), " ",
+                                  (i == 0 || !rotate ? " (the sample itself)" : concat(" (the sample rotated by ", i, ")")), " ",
                                   differs, ". A kernel must not share unsynchronised state between calls (a lazily "
                                   "filled table, a static buffer); tag the op not_thread_safe if it must be called from "
                                   "one thread at a time. Sample: ", sample, "."),

@@ -140,6 +140,29 @@ TEST_F(ThreadSafetyTest, AnErrorOnlyUnderConcurrencyFails) {
   EXPECT_THAT(r.message, HasSubstr("threw (t::busy: already running"));
 }
 
+// An op with a sample builder gets copies of the sample in every thread: rotating its values would
+// hand it inputs its builder never makes (here: a pair out of order), and a kernel that trusts its
+// builder's structure (torchvision's box batch indices) would read out of bounds on them.
+TEST_F(ThreadSafetyTest, AnOpWithASampleBuilderIsCalledOnlyWithItsOwnInputs) {
+  static std::atomic<int> out_of_order{0};
+  auto op = custom_op("t::ordered_pair", std::function<Tensor(const Tensor&)>([](const Tensor& x) {
+                        if (x.get({0}).to_double() > x.get({1}).to_double()) ++out_of_order;
+                        return x.clone();
+                      }),
+                      opts(), {"x"});
+  const Stack pair{IValue(from_vector<float>({1.0f, 2.0f}, {2}))};
+  EXPECT_EQ(run(op, pair).outcome, Outcome::passed);
+  EXPECT_GT(out_of_order.exchange(0), 0);  // rotated: (2, 1) reached the kernel
+  OpData data = *op.handle().data();
+  data.sample_builder = [](SampleDraw& draw) {
+    const double a = draw.real(-5, 5);
+    return Stack{IValue(from_vector<float>({static_cast<float>(a), static_cast<float>(a + 1)}, {2}))};
+  };
+  registry.set_op_data("t::ordered_pair", data);
+  EXPECT_EQ(run(op, pair).outcome, Outcome::passed);
+  EXPECT_EQ(out_of_order.load(), 0);
+}
+
 TEST(ThreadSafetyOrder, ThreadSafetyRunsFirstInEveryList) {
   ASSERT_FALSE(check_names().empty());
   EXPECT_EQ(check_names().front(), "thread_safety");

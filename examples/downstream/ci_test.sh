@@ -58,6 +58,12 @@ for op in aten::relu aten::sigmoid; do
   fi
 done
 
+step "a plugin built against the C ABI alone needs none of opconform's other dependencies"
+cmake -S "$here/abi_only" -B "$scratch/abi_only" -DCMAKE_PREFIX_PATH="$scratch/prefix" \
+  -DCMAKE_DISABLE_FIND_PACKAGE_rapidcheck=ON -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON \
+  -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON
+cmake --build "$scratch/abi_only" -j "$jobs"
+
 # The installed package is some 400 MB (static libraries with debug information): kept only
 # when a step failed, for a look.
 rm -rf "$scratch"

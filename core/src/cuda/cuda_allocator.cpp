@@ -1,9 +1,9 @@
-// CUDA memory through the CUDA runtime: cudaMalloc / cudaFree and host<->device copies.
-#include <cuda_runtime_api.h>
-
+// CUDA memory through the CUDA runtime (loaded at run time: cuda_runtime.h): cudaMalloc /
+// cudaFree and host<->device copies.
 #include <mutex>
 #include <string>
 
+#include "cuda_runtime.h"
 #include "opconform/core/cuda.h"
 #include "opconform/core/error.h"
 #include "opconform/core/storage.h"
@@ -11,18 +11,20 @@
 namespace opconform {
 namespace {
 
+const detail::CudaRuntime& rt() { return detail::cuda_runtime(); }
+
 void check(cudaError_t status, const char* what) {
-  OPCONFORM_CHECK(status == cudaSuccess, ErrorCode::kDevice, what, " failed: ", cudaGetErrorString(status));
+  OPCONFORM_CHECK(status == cudaSuccess, ErrorCode::kDevice, what, " failed: ", rt().get_error_string(status));
 }
 
 class DeviceGuard {
  public:
   explicit DeviceGuard(Device d) {
-    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    check(rt().get_device(&previous_), "cudaGetDevice");
     int target = d.index < 0 ? previous_ : d.index;
-    if (target != previous_) check(cudaSetDevice(target), "cudaSetDevice");
+    if (target != previous_) check(rt().set_device(target), "cudaSetDevice");
   }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
+  ~DeviceGuard() { rt().set_device(previous_); }
 
  private:
   int previous_ = 0;
@@ -36,19 +38,19 @@ class CudaAllocator final : public Allocator {
     if (nbytes == 0) return nullptr;
     DeviceGuard guard(device);
     void* p = nullptr;
-    check(cudaMalloc(&p, nbytes), "cudaMalloc");
+    check(rt().malloc(&p, nbytes), "cudaMalloc");
     return p;
   }
   void deallocate(void* data, Device device) override {
-    if (data != nullptr) cudaFree(data);
+    if (data != nullptr) rt().free(data);
   }
   void copy_from_host(void* dst, const void* src, size_t n, Device device) override {
     DeviceGuard guard(device);
-    check(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "cudaMemcpy host to device");
+    check(rt().memcpy(dst, src, n, cudaMemcpyHostToDevice), "cudaMemcpy host to device");
   }
   void copy_to_host(void* dst, const void* src, size_t n, Device device) override {
     DeviceGuard guard(device);
-    check(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "cudaMemcpy device to host");
+    check(rt().memcpy(dst, src, n, cudaMemcpyDeviceToHost), "cudaMemcpy device to host");
   }
 };
 
@@ -60,13 +62,17 @@ struct Probe {
 const Probe& probe() {
   static const Probe result = [] {
     Probe p;
+    if (!rt().loaded()) {  // Note [The CUDA runtime at run time]
+      p.reason = "CUDA unavailable: " + rt().why;
+      return p;
+    }
     int count = 0;
-    cudaError_t status = cudaGetDeviceCount(&count);
+    cudaError_t status = rt().get_device_count(&count);
     if (status != cudaSuccess) {
       // Without a GPU this is an error (e.g. 35, insufficient driver) and count is left unset.
       p.count = 0;
       p.reason = std::string("cudaGetDeviceCount returned error ") + std::to_string(static_cast<int>(status)) +
-                 " (" + cudaGetErrorString(status) + ")";
+                 " (" + rt().get_error_string(status) + ")";
     } else if (count == 0) {
       p.reason = "no CUDA device found";
     } else {
