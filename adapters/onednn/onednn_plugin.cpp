@@ -1,6 +1,6 @@
 // The oneDNN 2.6 adapter: an opconform plugin (opconform/plugin.h) that implements reference
 // (Core ATen) operators with oneDNN's CPU primitives, the way a framework integration maps them
-// (docs/plans/third-party-libraries.md §4): eltwise, binary, reduction, matmul, convolution and
+// (PyTorch's mkldnn path, ONNX Runtime's DNNL provider): eltwise, binary, reduction, matmul, convolution and
 // deconvolution, pooling, layer and batch normalization, softmax, concat and reorder. Backward
 // primitives serve as OPC_KERNEL_BACKWARD formulas where oneDNN has them. docs/onednn-conformance.md
 // lists where the results disagree with the reference, and why.
