@@ -58,7 +58,7 @@ foreach(glob IN LISTS OPS)
   if(matching)
     list(APPEND ops ${matching})
   else()
-    # `opconform check` says "no case matches --ops": a typo in OPS fails, visibly.
+    # `opconform check` says "--ops '<glob>' matches no operator" (exit 2): a typo in OPS fails, visibly.
     directory_name(dir "${glob}")
     add_check_test("${TARGET}/${glob}" "${glob}" "${all_checks}" "${dir}")
   endif()
@@ -73,14 +73,13 @@ if(failed)
 elseif(PER_CHECK)
   set(per_check ${CHECKS})
   if(NOT per_check)
-    # The checks a run uses when --checks is not given: `list --checks` prints one a line (a
-    # check that runs only when named would carry an "opt-in" note).
+    # The checks a run uses when --checks is not given: `list --checks` prints one a line.
     opconform_lines(listed list --checks)
     if(failed)
       message(FATAL_ERROR "opconform_add_conformance_tests(${TARGET}): ${failed}")
     endif()
     foreach(line IN LISTS listed)
-      if(NOT line MATCHES "opt-in" AND line MATCHES "^([A-Za-z0-9_]+)")
+      if(line MATCHES "^([A-Za-z0-9_]+)")
         list(APPEND per_check ${CMAKE_MATCH_1})
       endif()
     endforeach()

@@ -15,6 +15,7 @@ packages=(
   zlib1g-dev  # the reference's OpInfo replay reads a gzip corpus
   chromium  # headless, for the HTML report test (reports/tests/html_chromium_test.cpp)
   libdnnl-dev  # oneDNN 2.6: the oneDNN adapter (adapters/onednn/)
+  slurm-wlm munge  # a single-node Slurm cluster for the sharding test (harness/tests/slurm_test.cpp)
 )
 # libtorch is optional (the ATen adapter and the libtorch benchmark baseline);
 # set OPCONFORM_NO_TORCH=1 to skip it on small machines.

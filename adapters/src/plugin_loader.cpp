@@ -438,7 +438,8 @@ void check_options(const std::vector<PluginOptionSpec>& specs, const PluginOptio
   for (const auto& s : specs) names += (names.empty() ? "" : ", ") + s.name;
   std::map<std::string, int> count;
   for (const auto& [name, value] : given) {
-    auto spec = std::find_if(specs.begin(), specs.end(), [&](const PluginOptionSpec& s) { return s.name == name; });
+    // clang 14 (the fuzz preset) cannot capture a structured binding: capture a reference to it.
+    auto spec = std::find_if(specs.begin(), specs.end(), [&name = name](const PluginOptionSpec& s) { return s.name == name; });
     if (spec == specs.end())
       throw PluginError(label, "unknown option '" + name + "' (" +
                                    (specs.empty() ? std::string("it takes none") : "it takes: " + names) + ")");

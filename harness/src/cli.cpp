@@ -1,11 +1,11 @@
 #include "opconform/harness/cli.h"
 
 #include <CLI/CLI.hpp>
-#include <fnmatch.h>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -14,6 +14,7 @@
 #include "opconform/core/error.h"
 #include "opconform/harness/conformance_run.h"
 #include "opconform/harness/library_probe.h"
+#include "opconform/harness/name_filter.h"
 #include "opconform/conformance/case_spec.h"
 #include "opconform/reference/coverage.h"
 #include "opconform/reference/op_info.h"
@@ -32,6 +33,31 @@ std::vector<std::string> split_list(const std::string& text) {
   for (std::string item; std::getline(in, item, ',');)
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+// The checks a --checks filter (name_filter.h) selects, in the order named; empty for "" (every check,
+// plan.h). A name that is no check, a glob that matches none, or reference_agreement named without
+// a reference is a usage error; a glob skips reference_agreement then, as the default does.
+std::vector<std::string> select_checks(const std::string& text, bool against_reference) {
+  if (text.empty()) return {};
+  const NameFilter filter(text);
+  for (const auto& p : filter.positive()) {
+    if (!is_glob(p)) conformance::check_named(p);  // throws "unknown check 'x' (known: ...)"
+    OPCONFORM_CHECK(p != "reference_agreement" || against_reference, ErrorCode::kInvalidArgument,
+                    "--checks reference_agreement needs a reference to compare with: opconform check --library ... "
+                    "--against reference");
+  }
+  const std::vector<std::string> known = conformance::check_names();
+  for (const auto& p : filter.unmatched(known))
+    throw Error(ErrorCode::kInvalidArgument, "--checks '" + p + "' matches no check (opconform list --checks lists them)");
+  // In the order the patterns name them (as --checks a,b always ran), each once.
+  std::vector<std::string> selected;
+  for (const auto& p : filter.positive())
+    for (const auto& c : all_checks(against_reference))
+      if (NameFilter(p).matches(c) && filter.matches(c) && std::find(selected.begin(), selected.end(), c) == selected.end())
+        selected.push_back(c);
+  OPCONFORM_CHECK(!selected.empty(), ErrorCode::kInvalidArgument, "--checks '", text, "' leaves no check to run");
+  return selected;
 }
 
 std::string join(const std::vector<std::string>& args) {
@@ -85,13 +111,20 @@ struct RunFlags {
   std::optional<uint64_t> seed;
   int jobs = -1;
   std::optional<int64_t> memory_limit_mib;
+  std::optional<int> shard_count;
   bool no_sandbox = false;
+  std::string color = "auto";
 
   void add_to(CLI::App& app) {
-    app.add_option("--ops", ops, "Operators to check: a glob over qualified names, e.g. 'aten::add*'")
+    app.add_option("--ops", ops,
+                   "Operators to check, as gtest's --gtest_filter: globs over qualified names separated by ':', then "
+                   "'-' and globs to leave out, e.g. 'aten::add*:aten::mul*-aten::add.out'; a glob that matches no "
+                   "operator is a usage error")
         ->capture_default_str();
     app.add_option("--checks", checks,
-                   "Comma-separated checks (default: every check, reference_agreement only against the reference; see `opconform list --checks`)");
+                   "Checks, as --ops: names or globs separated by ':' or ',', then '-' and those to leave out, e.g. "
+                   "'*-gradgradcheck' (default: every check, reference_agreement only against the reference; see "
+                   "`opconform list --checks`)");
     app.add_option("--device", devices, "Comma-separated devices: cpu, cuda")->capture_default_str();
     app.add_option("--dtype", dtypes, "Comma-separated dtypes (default: every dtype the op supports)");
     app.add_option("--samples", request.plan.samples, "Generated samples per case and check")
@@ -110,7 +143,12 @@ struct RunFlags {
                    "Worker processes (default: one per CPU); 0 runs in this process, without crash isolation")
         ->check(CLI::Range(0, 1024));
     app.add_option("--shard", shard,
-                   "Run shard i of N ('i/N', from 0); GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS are read when unset");
+                   "Run shard i of N ('i/N', from 0); when unset, read from the engine's variables: GoogleTest, GitLab "
+                   "parallel, Buildkite, CircleCI, Slurm job arrays, Kubernetes Indexed Jobs (docs/distributed.md)");
+    app.add_option("--shard-count", shard_count,
+                   "The number of shards, for engines that give only an index (Kubernetes JOB_COMPLETION_INDEX; "
+                   "or OPCONFORM_SHARD_COUNT)")
+        ->check(CLI::Range(1, 1 << 20));
     app.add_option("--timeout", request.timeout_s, "Seconds a check may run in a worker before it is timed_out")
         ->capture_default_str()
         ->check(kSeconds);
@@ -134,6 +172,12 @@ struct RunFlags {
     app.add_option("--markdown", request.markdown, "Markdown report path (\"\" to skip)");
     app.add_option("--html", request.html, "HTML report path (\"\" to skip)");
     app.add_flag("--verbose,-v", request.verbose, "Print every result in full (message, minimal input, repro line)");
+    app.add_flag("--quiet,-q", request.quiet, "No header or progress: only the results that fail the run, the summary and the verdict");
+    app.add_option("--color", color, "Colour on the console: auto (a terminal or FORCE_COLOR, never with NO_COLOR), always, never")
+        ->check(CLI::IsMember({"auto", "always", "never"}))
+        ->capture_default_str();
+    app.add_flag("--list-cases", request.list_cases,
+                 "Print the cases that would run (op, device, dtype, checks) and their counts, run nothing, write no report");
     app.add_option("--fail-on", fail_on,
                    "Comma-separated outcomes that make the exit status 1, and 'untested' for cases on which every "
                    "check was skipped, unsupported or mistrusted (default: failed,crashed,timed_out,untested; add unsupported "
@@ -159,20 +203,18 @@ struct RunFlags {
   RunRequest finish(const std::vector<std::string>& args) {
     RunRequest r = request;
     r.plan.ops = ops;
-    r.plan.checks = split_list(checks);
+    // --checks needs to know whether a reference is compared with: resolved by the caller (select_checks).
     r.plan.devices = split_list(devices);
     r.plan.dtypes = split_list(dtypes);
     r.plan.seed = seed;
-    if (!shard.empty()) {
-      r.plan.shard = parse_shard(shard);
-    } else if (auto s = shard_from_environment()) {
-      r.plan.shard = *s;
-    }
+    r.plan.shard = resolve_shard(shard, shard_count);  // --shard wins over the engines' variables
     r.jobs = jobs >= 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     r.sandbox.memory_limit = memory_limit(r.plan.devices);
     r.sandbox.enabled = !no_sandbox;
     if (!fail_on.empty()) r.fail_on = reports::parse_fail_policy(fail_on);
     r.command = join(args);
+    if (color != "auto") r.color = color == "always";
+    if (r.list_cases) r.write_reports = false;
     return r;
   }
 };
@@ -181,6 +223,10 @@ struct RunFlags {
 // (whatever --fail-on says); 2 when the filters matched nothing (a typo must not pass CI).
 int exit_status(const RunOutcome& run, const RunRequest& request) {
   if (run.stop_signal != 0) return 128 + run.stop_signal;  // the shell's convention for a signal
+  for (const auto& p : run.unmatched_ops)
+    std::cerr << "opconform: --ops '" << p << "' matches no operator" << (request.library.empty() ? "" : " of the library")
+              << " (opconform list" << (request.library.empty() ? "" : " --library ...") << " shows them)\n";
+  if (!run.unmatched_ops.empty()) return 2;
   if (run.load_failed || reports::fails(run.report)) return 1;
   if (run.planned_cases == 0) {
     std::cerr << "opconform: no case matches --ops '" << request.plan.ops << "'"
@@ -197,78 +243,153 @@ adapters::PluginOptions parse_plugin_options(const std::vector<std::string>& tex
   return out;
 }
 
+// One operator as `list` shows it, with or without --library (one format for both).
+struct ListedOp {
+  std::string name, schema;
+  std::vector<std::string> kernels;                 // cpu, cuda, fake, autograd
+  std::optional<std::vector<std::string>> dtypes;   // nullopt: the reference's (a plugin declared none)
+  std::vector<std::string> declared;                // what a plugin declared beyond kernels
+};
+
+struct Listing {
+  std::string name, version, origin;
+  std::vector<ListedOp> ops;
+  adapters::LibraryManifest manifest;  // options and problems (empty for the reference)
+};
+
+std::vector<std::string> kernel_names(bool cpu, bool cuda, bool fake, bool autograd) {
+  std::vector<std::string> out;
+  for (auto [has, name] : {std::pair{cpu, "cpu"}, {cuda, "cuda"}, {fake, "fake"}, {autograd, "autograd"}})
+    if (has) out.push_back(name);
+  return out;
+}
+
+std::vector<std::string> dtype_names(const std::vector<DType>& dtypes) {
+  std::vector<std::string> out;
+  for (DType t : dtypes) out.emplace_back(name(t));
+  return out;
+}
+
+Listing reference_listing(const Registry& reference, const NameFilter& ops) {
+  Listing l{"reference", OPCONFORM_VERSION, "bundled", {}, {}};
+  for (const auto& info : reference::reference_op_infos(reference))
+    if (ops.matches(info.name))
+      l.ops.push_back({info.name, info.schema, kernel_names(info.cpu, info.cuda, info.fake, info.autograd),
+                       dtype_names(info.dtypes), {}});
+  return l;
+}
+
+Listing library_listing(adapters::LibraryManifest lib, const NameFilter& ops) {
+  Listing l{lib.name, lib.version, lib.origin, {}, {}};
+  for (const auto& op : lib.ops) {
+    if (!ops.matches(op.name)) continue;
+    ListedOp row{op.name, op.schema, kernel_names(op.cpu, op.cuda, op.fake, op.backward), std::nullopt, {}};
+    if (op.dtypes) row.dtypes = dtype_names(*op.dtypes);
+    if (op.declared.reference_fake) row.declared.push_back("fake:reference");
+    if (op.declared.sample_builder) row.declared.push_back("samples:plugin");
+    if (op.declared.constraints) row.declared.push_back("constraints:plugin");
+    l.ops.push_back(std::move(row));
+  }
+  l.manifest = std::move(lib);
+  return l;
+}
+
+std::string comma_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ",") + i;
+  return out;
+}
+
+void print_listing(const Listing& l) {
+  using reports::console_text;
+  std::cout << console_text(l.name) << " " << console_text(l.version) << " (" << console_text(l.origin, true, 4096)
+            << "): " << l.ops.size() << " operators\n";
+  for (const auto& op : l.ops) {
+    std::string declared;
+    for (const auto& d : op.declared) declared += "  " + d;
+    std::cout << console_text(op.name) << "  [" << comma_list(op.kernels) << "]  "
+              << (op.dtypes ? comma_list(*op.dtypes) : "(reference dtypes)") << declared << "  "
+              << console_text(op.schema.empty() ? "(no schema)" : op.schema, true, 4096) << "\n";
+  }
+  for (const auto& o : l.manifest.option_specs) {
+    std::cout << "option: --plugin-option " << console_text(o.name) << "=..." << (o.required ? " (required)" : "")
+              << (o.repeatable ? " (repeatable)" : "")
+              << (o.default_value.empty() ? "" : " (default " + console_text(o.default_value) + ")") << "  "
+              << console_text(o.help, false) << "\n";
+  }
+  for (const auto& p : l.manifest.problems)
+    std::cout << "problem: " << console_text(p.op) << ": " << console_text(p.message, false) << "\n";
+}
+
+// --json: the same as one object, strings whole (JSON escapes them), for scripts.
+void print_listing_json(const Listing& l) {
+  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+  for (const auto& op : l.ops) {
+    ops.push_back({{"name", op.name}, {"schema", op.schema}, {"kernels", op.kernels},
+                   {"dtypes", op.dtypes ? nlohmann::ordered_json(*op.dtypes) : nlohmann::ordered_json(nullptr)},
+                   {"declared", op.declared}});
+  }
+  nlohmann::ordered_json options = nlohmann::ordered_json::array(), problems = nlohmann::ordered_json::array();
+  for (const auto& o : l.manifest.option_specs)
+    options.push_back({{"name", o.name}, {"required", o.required}, {"repeatable", o.repeatable},
+                       {"default", o.default_value}, {"help", o.help}});
+  for (const auto& p : l.manifest.problems) problems.push_back({{"op", p.op}, {"message", p.message}});
+  const nlohmann::ordered_json doc = {{"library", {{"name", l.name}, {"version", l.version}, {"origin", l.origin}}},
+                                      {"ops", std::move(ops)}, {"options", std::move(options)},
+                                      {"problems", std::move(problems)}};
+  std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+struct ListFlags {
+  std::string library;
+  adapters::PluginOptions plugin_options;
+  bool checks = false, names = false, json = false;
+  std::string markdown, ops = "*";
+};
+
 // `names` prints bare names, one a line, for scripts (opconform_add_conformance_tests reads them):
-// the operators matching `ops`.
-int list_command(const std::string& library, const adapters::PluginOptions& plugin_options, bool checks_only,
-                 const std::string& markdown, bool names, const std::string& ops) {
-  if (checks_only) {
+// the operators matching `ops`; `json` the whole listing as JSON.
+int list_command(const ListFlags& flags) {
+  if (flags.checks) {
     for (const auto& c : all_checks(true)) std::cout << c << "\n";
     return 0;
   }
-  const auto selected = [&](const std::string& op) { return fnmatch(ops.c_str(), op.c_str(), 0) == 0; };
   Registry reference;
   auto registration = reference::register_reference_ops(reference);
-  if (!markdown.empty()) {
+  if (!flags.markdown.empty()) {
     const auto infos = reference::reference_op_infos(reference);
-    reports::write_atomically(markdown, reference::format_coverage_markdown(
-                                            reference::core_aten_opset(), infos));
-    std::cout << "wrote " << markdown << " (" << infos.size() << " reference operators)\n";
+    reports::write_atomically(flags.markdown, reference::format_coverage_markdown(reference::core_aten_opset(), infos));
+    std::cout << "wrote " << flags.markdown << " (" << infos.size() << " reference operators)\n";
     return 0;
   }
-  if (library.empty()) {
-    std::vector<reference::OpInfo> infos;
-    for (auto& info : reference::reference_op_infos(reference))
-      if (selected(info.name)) infos.push_back(std::move(info));
-    if (names) {
-      for (const auto& info : infos) std::cout << info.name << "\n";
-    } else {
-      std::cout << reference::format_reference_table(infos);
+  const NameFilter ops(flags.ops);
+  Listing listing;
+  if (flags.library.empty()) {
+    listing = reference_listing(reference, ops);
+  } else {
+    ProbeResult probe = probe_library(flags.library, reference, kProbeTimeoutS, {}, flags.plugin_options);
+    if (probe.failure) {
+      std::cerr << "opconform: " << reports::console_text(probe.failure->message, false) << "\n";
+      return 3;
     }
-    return 0;
+    listing = library_listing(std::move(*probe.manifest), ops);
   }
-  const ProbeResult probe = probe_library(library, reference, kProbeTimeoutS, {}, plugin_options);
-  if (probe.failure) {
-    std::cerr << "opconform: " << reports::console_text(probe.failure->message, false) << "\n";
-    return 3;
+  if (flags.names) {
+    for (const auto& op : listing.ops) std::cout << reports::console_text(op.name, true, 4096) << "\n";
+  } else if (flags.json) {
+    print_listing_json(listing);
+  } else {
+    print_listing(listing);
   }
-  const adapters::LibraryManifest& lib = *probe.manifest;
-  if (names) {
-    for (const auto& op : lib.ops)
-      if (selected(op.name)) std::cout << reports::console_text(op.name, true, 4096) << "\n";
-    return 0;
-  }
-  std::cout << reports::console_text(lib.name) << " " << reports::console_text(lib.version) << " ("
-            << reports::console_text(lib.origin, true, 4096) << "): " << lib.ops.size() << " operators\n";
-  for (const auto& op : lib.ops) {
-    if (!selected(op.name)) continue;
-    std::string kernels;
-    for (auto [has, name] : {std::pair{op.cpu, "cpu"}, {op.cuda, "cuda"}, {op.fake, "fake"}, {op.backward, "autograd"}})
-      if (has) kernels += (kernels.empty() ? "" : ",") + std::string(name);
-    std::string dtypes;
-    if (op.dtypes)
-      for (DType t : *op.dtypes) dtypes += (dtypes.empty() ? "" : ",") + std::string(name(t));
-    std::string declared;
-    if (op.declared.reference_fake) declared += "  fake:reference";
-    if (op.declared.sample_builder) declared += "  samples:plugin";
-    if (op.declared.constraints) declared += "  constraints:plugin";
-    std::cout << reports::console_text(op.name) << "  [" << kernels << "]  "
-              << (dtypes.empty() ? "(reference dtypes)" : dtypes) << declared << "  "
-              << reports::console_text(op.schema.empty() ? "(no schema)" : op.schema, true, 4096) << "\n";
-  }
-  for (const auto& o : lib.option_specs) {
-    std::cout << "option: --plugin-option " << reports::console_text(o.name) << "=..."
-              << (o.required ? " (required)" : "") << (o.repeatable ? " (repeatable)" : "")
-              << (o.default_value.empty() ? "" : " (default " + reports::console_text(o.default_value) + ")") << "  "
-              << reports::console_text(o.help, false) << "\n";
-  }
-  for (const auto& p : lib.problems)
-    std::cout << "problem: " << reports::console_text(p.op) << ": " << reports::console_text(p.message, false) << "\n";
   return 0;
 }
 
 // Registrations that point nowhere and ops missing the parts checks need. Exit 1 when something
 // is broken (a dangling implementation, a load problem, a library that does not load); missing
-// parts are reported, not fatal.
+// parts are reported, not fatal. Notes are only what can be fixed: a missing autograd formula is
+// noted where the reference differentiates the op (the reference's own ops without a formula are
+// not differentiable: comparisons, integer and out= ops, factories), or where opconform cannot
+// tell (a library's own op).
 int doctor_command(const std::string& library, const adapters::PluginOptions& plugin_options) {
   Registry reference;
   auto registration = reference::register_reference_ops(reference);
@@ -278,10 +399,8 @@ int doctor_command(const std::string& library, const adapters::PluginOptions& pl
       std::cout << "broken: '" << op << "' has kernels but no definition (a dangling implementation)\n";
       ++broken;
     }
-    for (const auto& info : reference::reference_op_infos(reference)) {
+    for (const auto& info : reference::reference_op_infos(reference))
       if (!info.fake) std::cout << "note: '" << info.name << "' has no fake kernel\n", ++notes;
-      if (!info.autograd) std::cout << "note: '" << info.name << "' has no autograd formula\n", ++notes;
-    }
     std::cout << "opconform doctor: " << broken << " broken, " << notes << " notes\n";
     return broken == 0 ? 0 : 1;
   }
@@ -307,7 +426,16 @@ int doctor_command(const std::string& library, const adapters::PluginOptions& pl
       std::cout << "note: '" << name << "' has no fake kernel: test_faketensor and graph capture cannot use it\n";
       ++notes;
     }
-    if (!op.backward) std::cout << "note: '" << name << "' has no autograd formula: gradients through it fail\n", ++notes;
+    if (op.backward) continue;
+    const auto info = reference::reference_op_info(reference, op.name);
+    if (info && info->autograd) {
+      std::cout << "note: '" << name << "' has no autograd formula: the reference differentiates it, so gradients "
+                << "through it fail (the gradient checks say unsupported)\n";
+      ++notes;
+    } else if (!info) {
+      std::cout << "note: '" << name << "' has no autograd formula: if it is differentiable, gradients through it fail\n";
+      ++notes;
+    }
   }
   std::cout << "opconform doctor: " << broken << " broken, " << notes << " notes\n";
   return broken == 0 ? 0 : 1;
@@ -361,6 +489,46 @@ std::vector<std::string> split_command_line(const std::string& line) {
   return out;
 }
 
+std::string repro_line_as_printed(std::string_view text) {
+  // Copied from the console ("repro: ..."), the Markdown report ("Repro: `...`") or JUnit.
+  const auto trim = [&] {
+    while (!text.empty() && (text.front() == ' ' || text.front() == '\t' || text.front() == '\n')) text.remove_prefix(1);
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n')) text.remove_suffix(1);
+  };
+  trim();
+  for (std::string_view prefix : {"repro:", "Repro:"})
+    if (text.substr(0, prefix.size()) == prefix) text.remove_prefix(prefix.size());
+  trim();
+  while (text.size() >= 2 && text.front() == '`' && text.back() == '`') text = text.substr(1, text.size() - 2);
+  trim();
+  return std::string(text);
+}
+
+// The help's footer: what the exit status means and what the environment changes. The shard
+// variables come from the engines' table (plan.h), so the help cannot fall behind it.
+std::string help_footer() {
+  std::string out = R"(Exit status:
+  0  the run passed (nothing --fail-on names), or the command did what it was asked
+  1  the verdict: a result --fail-on names (default failed, crashed, timed_out, untested), a library
+     that does not load, broken registrations (doctor), a regression (report diff)
+  2  a usage error: an unknown flag or value, a --ops or --checks pattern that matches nothing
+  3  an error that stopped the command before it could report (a file it cannot read or write)
+  128+N  stopped by signal N (SIGINT: 130, SIGTERM: 143); the partial report is still written
+Environment:
+  NO_COLOR        no colour on the console (no-color.org); wins over FORCE_COLOR
+  FORCE_COLOR     colour also off a terminal (force-color.org); "0" is off; --color overrides both
+  OPCONFORM_SEED  replaces every case's seed, as --seed does (repro lines may carry it)
+  Shards, when --shard is not given (index and count):
+)";
+  for (const ShardEngine& e : shard_engines()) {
+    out += "    " + std::string(e.name) + ": " + e.index_var + "/" + (e.count_var ? e.count_var : kShardCountVariable);
+    if (e.base != 0) out += " (from " + std::to_string(e.base) + ")";
+    out += "\n";
+  }
+  return out + "    " + kShardCountVariable + " (or --shard-count) gives the count to an engine without one\n" + R"(Workers keep only PATH, HOME, locale, temp and library paths, CUDA_*, OPCONFORM_* and sanitizer
+options of the environment (--pass-env NAME keeps another).)";
+}
+
 int opconform_main(const std::vector<std::string>& args) {
   CLI::App app{
       "opconform: conformance checks for operator libraries against PyTorch's operator semantics.\n"
@@ -369,6 +537,8 @@ int opconform_main(const std::vector<std::string>& args) {
       "opconform"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every command");
+  app.set_version_flag("--version", std::string("opconform ") + OPCONFORM_VERSION, "Print opconform's version and exit");
+  app.footer(help_footer());
 
   RunFlags run_flags, check_flags, repro_flags;
   auto* run = app.add_subcommand("run", "The main job: the bundled reference checked by every check, report in ./opconform-report/");
@@ -385,18 +555,16 @@ int opconform_main(const std::vector<std::string>& args) {
   const char* plugin_option_help = "NAME=VALUE passed to the plugin (repeatable; `opconform list --library X` lists what it takes)";
   check->add_option("--plugin-option", check_plugin_options, plugin_option_help);
 
-  std::string list_library;
-  bool list_checks = false;
+  ListFlags list_flags;
   auto* list = app.add_subcommand("list", "List the reference's operators, a library's operators (--library), or the checks");
-  list->add_option("--library", list_library, "A plugin to list instead of the reference");
+  list->add_option("--library", list_flags.library, "A plugin to list instead of the reference");
   list->add_option("--plugin-option", list_plugin_options, plugin_option_help);
-  list->add_flag("--checks", list_checks, "List the checks instead");
-  std::string list_markdown;
-  list->add_option("--markdown", list_markdown, "Write the Core ATen coverage page of the reference (docs/reference.md)");
-  bool list_names = false;
-  list->add_flag("--names", list_names, "Operator names only, one a line (for scripts)");
-  std::string list_ops = "*";
-  list->add_option("--ops", list_ops, "Only the operators matching this glob, e.g. 'aten::add*'")->capture_default_str();
+  list->add_flag("--checks", list_flags.checks, "List the checks instead");
+  list->add_option("--markdown", list_flags.markdown, "Write the Core ATen coverage page of the reference (docs/reference.md)");
+  list->add_flag("--names", list_flags.names, "Operator names only, one a line (for scripts)");
+  list->add_flag("--json", list_flags.json, "The listing as JSON (library, ops with kernels and dtypes, options, problems)");
+  list->add_option("--ops", list_flags.ops, "Only the operators this filter selects, as run --ops: 'aten::add*:aten::mul*-aten::add.out'")
+      ->capture_default_str();
 
   std::string doctor_library;
   auto* doctor = app.add_subcommand("doctor", "Find dangling implementations and ops without fake kernels or autograd formulas");
@@ -442,26 +610,21 @@ int opconform_main(const std::vector<std::string>& args) {
     try {
       request = (*run ? run_flags : check_flags).finish(args);
       request.against_reference = *check && against == "reference";
+      request.plan.checks = select_checks((*run ? run_flags : check_flags).checks, request.against_reference);
       for (const auto& option : check_plugin_options) request.plugin_options.push_back(adapters::parse_plugin_option(option));
       OPCONFORM_CHECK(!*check || !request.library.empty(), ErrorCode::kInvalidArgument,
                       "--library is empty: give the plugin's shared library (`opconform run` checks the reference)");
       validate(request.plan);
       // The reports can be written: found now, not after every check ran.
       if (request.write_reports) request.report_files = std::make_shared<reports::ReportFiles>(report_paths(request));
-      for (const auto& c : request.plan.checks) {
-        if (c == "reference_agreement" && !request.against_reference)
-          throw Error(ErrorCode::kInvalidArgument,
-                      "--checks reference_agreement needs a reference to compare with: opconform check --library ... "
-                      "--against reference");
-      }
     } catch (const std::exception& e) {
       std::cerr << "opconform: " << reports::console_text(e.what(), false) << "\n";
       return 2;
     }
   }
-  adapters::PluginOptions list_options, doctor_options;
+  adapters::PluginOptions doctor_options;
   try {
-    list_options = parse_plugin_options(list_plugin_options);
+    list_flags.plugin_options = parse_plugin_options(list_plugin_options);
     doctor_options = parse_plugin_options(doctor_plugin_options);
   } catch (const std::exception& e) {
     std::cerr << "opconform: " << reports::console_text(e.what(), false) << "\n";
@@ -469,10 +632,10 @@ int opconform_main(const std::vector<std::string>& args) {
   }
   try {
     if (*run || *check) return exit_status(run_conformance(request), request);
-    if (*list) return list_command(list_library, list_options, list_checks, list_markdown, list_names, list_ops);
+    if (*list) return list_command(list_flags);
     if (*doctor) return doctor_command(doctor_library, doctor_options);
     if (*repro) {
-      std::vector<std::string> line = split_command_line(repro_line);
+      std::vector<std::string> line = split_command_line(repro_line_as_printed(repro_line));
       if (!line.empty() && line[0] == "opconform") line.erase(line.begin());
       if (line.empty() || (line[0] != "run" && line[0] != "check")) {
         std::cerr << "opconform repro: the line must be an 'opconform run' or 'opconform check' command\n";
@@ -483,6 +646,8 @@ int opconform_main(const std::vector<std::string>& args) {
       const bool in_process = std::find(line.begin(), line.end(), "--jobs") != line.end() ||
                               std::find(line.begin(), line.end(), "-j") != line.end();
       if (!in_process) line.insert(line.end(), {"--jobs", "1"});
+      // The one case the line names, whole: a CI job's shard variables must not shard it away.
+      if (std::find(line.begin(), line.end(), "--shard") == line.end()) line.insert(line.end(), {"--shard", "0/1"});
       for (const char* extra : {"--json", "", "--junit", "", "--markdown", "", "--html", ""}) line.push_back(extra);
       line.push_back("--verbose");
       return opconform_main(line);

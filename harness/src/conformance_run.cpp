@@ -1,18 +1,20 @@
 #include "opconform/harness/conformance_run.h"
 
-#include <fnmatch.h>
 #include <signal.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 
 #include "opconform/adapters/loader.h"
 #include "opconform/harness/case_runner.h"
 #include "opconform/harness/library_probe.h"
+#include "opconform/harness/name_filter.h"
 #include "opconform/harness/worker_pool.h"
 #include "opconform/reference/reference.h"
 #include "opconform/reports/console.h"
@@ -85,6 +87,38 @@ void print_verbose(const std::vector<reports::CaseResult>& results) {
   }
 }
 
+// Every operator --ops can name: the library's (with or without a schema, and those whose
+// registration failed) or the reference's.
+std::vector<std::string> op_names(const adapters::LibraryManifest* library, const Registry& reference) {
+  std::vector<std::string> names;
+  if (library == nullptr) {
+    for (const auto& info : reference::reference_op_infos(reference)) names.push_back(info.name);
+    return names;
+  }
+  for (const auto& op : library->ops) names.push_back(op.name);
+  for (const auto& p : library->problems) names.push_back(p.op);
+  return names;
+}
+
+// --list-cases: what would run, one case a line, then the counts (stdout, for scripts).
+void print_cases(const std::vector<PlannedCase>& cases, const std::vector<reports::CaseResult>& load_results) {
+  std::vector<std::string> ops;
+  size_t checks = 0;
+  for (const auto& c : cases) {
+    std::string list;
+    for (const auto& check : c.checks) list += (list.empty() ? "" : ",") + check;
+    std::cout << reports::console_text(c.op) << "  " << c.device << "  " << c.dtype << "  " << list << "\n";
+    ops.push_back(c.op);
+    checks += c.checks.size();
+  }
+  std::sort(ops.begin(), ops.end());
+  ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+  for (const auto& r : load_results)
+    std::cout << "load problem: " << reports::console_text(r.op) << ": " << reports::console_text(r.message) << "\n";
+  std::cout << cases.size() << (cases.size() == 1 ? " case" : " cases") << " (" << ops.size() << " ops), " << checks
+            << " checks to run\n";
+}
+
 }  // namespace
 
 namespace {
@@ -144,6 +178,7 @@ RunOutcome run_conformance(const RunRequest& request) {
   report.info.fail_on = request.fail_on;
   if (request.plan.shard.count > 1)
     report.info.shard = std::to_string(request.plan.shard.index) + "/" + std::to_string(request.plan.shard.count);
+  if (request.plan.shard.count > 1) report.info.shard_source = request.plan.shard.source;
 
   Registry reference;
   auto registration = reference::register_reference_ops(reference);
@@ -151,9 +186,12 @@ RunOutcome run_conformance(const RunRequest& request) {
   std::vector<reports::CaseResult> load_results;
   std::string repro_prefix = "opconform run";
   if (!request.library.empty()) {
-    report.info.library_path = request.library;
+    // Absolute, so that a repro line replays from any directory (the report folder is often not
+    // where the run started).
+    const std::string library = std::filesystem::absolute(request.library).lexically_normal().string();
+    report.info.library_path = library;
     report.info.library = request.library;
-    repro_prefix = "opconform check --library " + quoted(request.library) + (request.against_reference ? "" : " --against none");
+    repro_prefix = "opconform check --library " + quoted(library) + (request.against_reference ? "" : " --against none");
     // The options choose what the plugin loads: a repro line without them checks something else.
     for (const auto& option : request.plugin_options) {
       const std::string text = adapters::format_plugin_option(option);
@@ -169,8 +207,9 @@ RunOutcome run_conformance(const RunRequest& request) {
     } else {
       manifest = std::move(probe.manifest);
       report.info.library = manifest->name + (manifest->version.empty() ? "" : " " + manifest->version);
+      const NameFilter ops(request.plan.ops);
       for (const auto& p : manifest->problems) {
-        if (request.plan.shard.index == 0 && fnmatch(request.plan.ops.c_str(), p.op.c_str(), 0) == 0)
+        if (request.plan.shard.index == 0 && ops.matches(p.op))
           load_results.push_back({p.op, "load", "", "", reports::Outcome::failed, p.message, "", {}, 0});
       }
     }
@@ -193,10 +232,17 @@ RunOutcome run_conformance(const RunRequest& request) {
 
   // Filters that match nothing are a usage error (exit_status): no run, no PASS line, no report.
   outcome.planned_cases = cases.size();
-  if (cases.empty() && load_results.empty() && loadable) return outcome;
+  if (loadable) outcome.unmatched_ops = NameFilter(request.plan.ops).unmatched(op_names(manifest ? &*manifest : nullptr, reference));
+  if (!outcome.unmatched_ops.empty() || (cases.empty() && load_results.empty() && loadable)) return outcome;
+  if (request.list_cases) {
+    print_cases(cases, load_results);
+    return outcome;
+  }
 
   reports::ConsoleOptions console_options = reports::console_options_for(stderr);
   console_options.fail_on = request.fail_on;
+  if (request.color) console_options.color = *request.color;
+  console_options.quiet = request.quiet;
   reports::ConsoleListener console(stderr, console_options);
   reports::Listeners listeners;
   listeners.add(console);

@@ -78,8 +78,15 @@ size_t terminal_columns(std::FILE* out) {
 ConsoleOptions console_options_for(std::FILE* stream) {
   ConsoleOptions options;
   options.terminal = ::isatty(::fileno(stream)) == 1;
-  const char* no_color = std::getenv("NO_COLOR");
-  options.color = options.terminal && (no_color == nullptr || no_color[0] == '\0');
+  const auto set = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && v[0] != '\0';
+  };
+  // FORCE_COLOR (force-color.org) colours a log too, for CI viewers that render ANSI; "0" is
+  // off, as most tools read it. NO_COLOR wins over it: asking for none is the safer request.
+  const char* force = std::getenv("FORCE_COLOR");
+  const bool forced = set("FORCE_COLOR") && std::string_view(force) != "0";
+  options.color = !set("NO_COLOR") && (options.terminal || forced);
   return options;
 }
 
@@ -98,7 +105,11 @@ void ConsoleListener::on_run_start(const RunInfo& info, size_t total_cases) {
   if (!info.against.empty()) line += " against " + detail::one_line_text(info.against);
   line += ": " + std::to_string(total_cases) + (total_cases == 1 ? " case" : " cases");
   if (info.samples > 0) line += ", " + std::to_string(info.samples) + " samples each";
-  if (!info.shard.empty()) line += " (shard " + detail::one_line_text(info.shard) + ")";
+  if (!info.shard.empty()) {
+    line += " (shard " + detail::one_line_text(info.shard);
+    if (!info.shard_source.empty()) line += ", from " + detail::one_line_text(info.shard_source);
+    line += ")";
+  }
   std::fprintf(out_, "%s\n", line.c_str());
   if (!info.sandbox.empty()) std::fprintf(out_, "Workers: %s\n", info.sandbox.c_str());
   std::fflush(out_);
@@ -186,21 +197,34 @@ void ConsoleListener::draw_progress(const std::string& text) {
   drawn_width_ = width;
 }
 
+namespace {
+// "FAILED      aten::add gradcheck [cpu, float32]: message", and its repro line.
+void print_result(std::FILE* out, const CaseResult& r, bool color) {
+  std::string line = paint(label(r.outcome), color_of(r.outcome), color) + " " + detail::one_line_text(r.op) + " " +
+                     detail::one_line_text(detail::where(r));
+  if (!r.message.empty()) line += ": " + detail::one_line_text(detail::first_line(r.message), 4096);
+  std::fprintf(out, "%s\n", line.c_str());
+  if (!r.repro.empty()) std::fprintf(out, "            repro: %s\n", detail::one_line_text(r.repro, 4096).c_str());
+}
+}  // namespace
+
 void ConsoleListener::on_case_done(const std::vector<CaseResult>& results, size_t done, size_t total) {
   for (const CaseResult& r : results) {
     if (options_.fail_on.fails_on(r.outcome)) ++failures_;
   }
-  if (options_.quiet) return;
+  if (options_.quiet) {
+    // --quiet: only what fails the run, as it comes; no progress, no skips.
+    for (const CaseResult& r : results)
+      if (options_.fail_on.fails_on(r.outcome)) print_result(out_, r, options_.color);
+    std::fflush(out_);
+    return;
+  }
   bool printed = false;
   for (const CaseResult& r : results) {
     if (detail::is_ok(r.outcome)) continue;
     if (!printed && options_.terminal) clear_progress();
     printed = true;
-    std::string line = paint(label(r.outcome), color_of(r.outcome), options_.color) + " " +
-                       detail::one_line_text(r.op) + " " + detail::one_line_text(detail::where(r));
-    if (!r.message.empty()) line += ": " + detail::one_line_text(detail::first_line(r.message), 4096);
-    std::fprintf(out_, "%s\n", line.c_str());
-    if (!r.repro.empty()) std::fprintf(out_, "            repro: %s\n", detail::one_line_text(r.repro, 4096).c_str());
+    print_result(out_, r, options_.color);
   }
   done_ = done, total_ = total;
   if (options_.terminal) {
@@ -261,7 +285,7 @@ void ConsoleListener::on_run_end(const Report& report) {
   std::fprintf(out_, "%zu results in %s s: %s\n", report.results.size(), detail::fixed(report.seconds, 1).c_str(),
                counts.c_str());
   print_untested(report);
-  print_inference_only(report);
+  if (!options_.quiet) print_inference_only(report);
   if (report.info.interrupted) std::fprintf(out_, "INTERRUPTED: the run was stopped before every case ran; this report is partial\n");
   const bool failed = report.info.interrupted || fails(report, options_.fail_on);
   std::fprintf(out_, "%s\n",

@@ -127,6 +127,7 @@ Report merge(const std::vector<Report>& shards) {
   Report merged;
   merged.info = shards.front().info;
   merged.info.shard = "merged";
+  merged.info.shard_source.clear();  // each shard's own
   std::map<Key, size_t> seen;  // key -> the shard it came from
   for (size_t s = 0; s < shards.size(); ++s) {
     const Report& shard = shards[s];

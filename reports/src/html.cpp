@@ -1,10 +1,13 @@
 // The HTML report (writers.h: to_html): one file that opens anywhere, offline, from a CI
-// artifact. Everything is inline — style, script, data — and the data is the JSON report itself
-// in a <script type="application/json"> element, so the page and `opconform report` read the
-// same thing. The script builds every view from that data with textContent (never innerHTML),
-// so nothing in a message can become markup.
+// artifact. Everything is inline — style, script, data. Note [A report without JavaScript]: CI
+// artifact viewers often serve files under a Content-Security-Policy that blocks inline scripts,
+// so the summary, the op x check matrix and the failures are static markup, escaped here; the
+// script only adds filters over them. The JSON report itself is in a <script
+// type="application/json"> element (data, never run), for the filters and for tools.
+#include <algorithm>
 #include <string>
 
+#include "opconform/reports/detail/summary.h"
 #include "opconform/reports/detail/text.h"
 #include "opconform/reports/writers.h"
 
@@ -18,6 +21,7 @@ constexpr const char* kStyle = R"css(
   --ink: #1f2328; --muted: #59636e; --line: #d1d9e0; --panel: #f6f8fa;
 }
 * { box-sizing: border-box; }
+[hidden] { display: none !important; }  /* .controls sets display: flex */
 body { margin: 0; padding: 16px 24px 48px; color: var(--ink); background: #fff;
        font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "Noto Sans", "DejaVu Sans", sans-serif; }
 h1 { font-size: 22px; margin: 0 0 4px; }
@@ -55,8 +59,10 @@ code, pre { font-family: ui-monospace, "SFMono-Regular", "DejaVu Sans Mono", Men
 #matrix thead th.op { z-index: 3; vertical-align: bottom; }
 #matrix td { min-width: 46px; height: 24px; text-align: center; font-size: 11px; font-weight: 600; }
 #matrix td.cell { background: var(--c); color: #fff; cursor: default; }
+#matrix td.cell.none { background: none; }
 #matrix td.cell.o-skipped, #matrix td.cell.o-unsupported, #matrix td.cell.o-mistrusted { color: var(--ink); }
-#matrix td.cell.has-failure { cursor: pointer; }
+#matrix td.cell a { display: block; color: inherit; text-decoration: none; line-height: 24px; }
+#matrix td.cell.o-skipped a, #matrix td.cell.o-unsupported a, #matrix td.cell.o-mistrusted a { color: var(--ink); }
 .verdict { font-weight: 600; margin: 4px 0 8px; }
 .verdict.fail { color: var(--failed); } .verdict.pass { color: var(--passed); }
 table.untested { border-collapse: collapse; } table.untested td { border: 1px solid var(--line); padding: 3px 8px; vertical-align: top; }
@@ -72,177 +78,85 @@ table.untested { border-collapse: collapse; } table.untested td { border: 1px so
 .failure pre { margin: 4px 0; padding: 6px 8px; background: var(--panel); border-radius: 4px;
                white-space: pre-wrap; overflow-wrap: anywhere; }
 .failure .label { color: var(--muted); font-size: 12px; margin-top: 6px; }
+.failure h3 .count { color: var(--muted); font-weight: normal; }
+.failure ul.cases { list-style: none; margin: 6px 0 0; padding: 0; }
+.failure ul.cases li { border-top: 1px solid var(--line); padding: 4px 0; }
+.failure ul.cases li:target { background: #54aeff22; }
+.failure .where { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; font-size: 12.5px; font-weight: 600; }
 .failure .repro code { display: block; padding: 6px 8px; background: #1f2328; color: #f6f8fa; border-radius: 4px;
                        white-space: pre-wrap; overflow-wrap: anywhere; }
 )css";
 
-// Builds the page from the JSON in #report-data. Plain ES2017, no libraries; every string from
-// the report goes in through textContent or an attribute, never as markup.
+// Adds the filters to the page drawn in markup: it shows the controls (hidden without a script,
+// where they would do nothing), and on each change hides the rows, cells and cases that do not
+// match and recolours each cell by the worst result still shown. It reads the results from
+// #report-data and writes only classes, `hidden` and textContent: never markup.
 constexpr const char* kScript = R"js(
 (function () {
   'use strict';
-  const OUTCOMES = ['passed', 'failed', 'skipped', 'unsupported', 'crashed', 'timed_out', 'mistrusted'];
-  // The order of conformance::combine(): the worst outcome of a cell is the one shown.
   const SEVERITY = { skipped: 0, passed: 1, unsupported: 2, mistrusted: 3, timed_out: 4, crashed: 5, failed: 6 };
   const SHORT = { passed: 'ok', failed: 'FAIL', skipped: 'skip', unsupported: 'n/a', crashed: 'CRASH',
                   timed_out: 'TIME', mistrusted: '?' };
   const isOk = (o) => o === 'passed' || o === 'skipped';
-  const report = JSON.parse(document.getElementById('report-data').textContent);
-  const results = report.results;
-  results.forEach((r, i) => { r.index = i; });
-
-  // Characters that act instead of showing are shown as "\x1b" or "\u202e", as the other
-  // writers do (Note [Library strings are data]): C0 but newline and tab, DEL, C1, bidi
-  // controls, line and paragraph separators, U+FFFE and U+FFFF.
-  const visible = (s) => String(s)
-    .replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, (c) => '\\x' + c.charCodeAt(0).toString(16).padStart(2, '0'))
-    .replace(/[\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufffe\uffff]/g,
-      (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
-  // A name in the matrix: at most 160 characters shown, the rest counted (the title has it all).
-  const shortName = (s) => s.length > 160 ? s.slice(0, 160) + '... (' + (s.length - 160) + ' more characters)' : s;
-  function el(tag, props, children) {
-    const node = document.createElement(tag);
-    Object.entries(props || {}).forEach(([key, value]) => {
-      if (key === 'text') node.textContent = visible(value);
-      else if (key === 'className') node.className = value;
-      else node.setAttribute(key, visible(value));
-    });
-    (children || []).forEach((child) => node.appendChild(typeof child === 'string' ? document.createTextNode(visible(child)) : child));
-    return node;
-  }
-  const where = (r) => r.check + (r.device || r.dtype ? ' [' + r.device + (r.dtype ? ', ' + r.dtype : '') + ']' : '');
-  const unique = (values) => Array.from(new Set(values)).sort();
-
-  // ---- run information and totals (over the whole report, whatever the filters)
-  const info = report.info;
-  const infoLine = document.getElementById('run-info');
-  const addInfo = (name, value, code) => {
-    if (value === '' || value === undefined) return;
-    infoLine.appendChild(el('span', {}, [name + ' ', code ? el('code', { text: String(value) }) : String(value)]));
-  };
-  addInfo('against', info.against, true);
-  addInfo('started', info.started_at);
-  addInfo('time', report.seconds.toFixed(1) + ' s');
-  addInfo('seed', info.seed === 0 ? 'fixed per case' : info.seed);
-  addInfo('samples', info.samples);
-  addInfo('shard', info.shard, true);
-  addInfo('opconform', info.tool_version, true);
-  addInfo('command', info.command, true);
-
-  const totals = document.getElementById('totals');
-  totals.appendChild(el('div', { className: 'total o-all' }, [el('b', { text: String(results.length) }), 'results']));
-  OUTCOMES.forEach((o) => {
-    totals.appendChild(el('div', { className: 'total o-' + o }, [el('b', { text: String(report.summary[o]) }), o]));
+  const results = JSON.parse(document.getElementById('report-data').textContent).results;
+  const indices = (node) => (node.dataset.results || '').split(' ').filter((s) => s !== '').map(Number);
+  const groupOf = {};  // result index -> the id of its failure card
+  document.querySelectorAll('#failures article').forEach((card) => {
+    indices(card).forEach((i) => { groupOf[i] = card.id; });
   });
 
-  // ---- filters
-  const outcomeBoxes = {};
-  const outcomeFilter = document.getElementById('outcome-filter');
-  OUTCOMES.forEach((o) => {
-    const box = el('input', { type: 'checkbox', id: 'show-' + o, value: o });
-    box.checked = true;
-    outcomeBoxes[o] = box;
-    outcomeFilter.appendChild(el('label', { for: 'show-' + o }, [box, ' ', el('span', { className: 'swatch o-' + o }), o]));
-  });
-  const fillSelect = (select, values) => {
-    values.forEach((v) => select.appendChild(el('option', { value: '=' + v, text: v === '' ? '(none)' : v })));
-  };
+  const boxes = Array.from(document.querySelectorAll('#outcome-filter input'));
+  const opInput = document.getElementById('op-filter');
   const deviceSelect = document.getElementById('device-filter');
   const dtypeSelect = document.getElementById('dtype-filter');
-  const opInput = document.getElementById('op-filter');
-  fillSelect(deviceSelect, unique(results.map((r) => r.device)));
-  fillSelect(dtypeSelect, unique(results.map((r) => r.dtype)));
 
-  const legend = document.getElementById('legend');
-  OUTCOMES.forEach((o) => {
-    legend.appendChild(el('span', {}, [el('span', { className: 'swatch o-' + o }), o + ' (' + SHORT[o] + ')']));
-  });
+  function drawCell(td, shown) {
+    td.textContent = '';
+    if (shown.length === 0) { td.className = 'cell none'; return; }
+    const worst = shown.reduce((a, i) => (SEVERITY[results[i].outcome] > SEVERITY[results[a].outcome] ? i : a), shown[0]);
+    const outcome = results[worst].outcome;
+    td.className = 'cell o-' + outcome + (isOk(outcome) ? '' : ' has-failure');
+    if (isOk(outcome)) { td.textContent = SHORT[outcome]; return; }
+    const link = document.createElement('a');
+    link.href = '#' + groupOf[worst];
+    link.textContent = SHORT[outcome];
+    td.appendChild(link);
+  }
 
-  function visibleResults() {
+  function apply() {
+    const on = {};
+    boxes.forEach((b) => { on[b.value] = b.checked; });
     const text = opInput.value.trim().toLowerCase();
-    const device = deviceSelect.value;
-    const dtype = dtypeSelect.value;
-    return results.filter((r) => outcomeBoxes[r.outcome].checked &&
-      (text === '' || r.op.toLowerCase().includes(text)) &&
-      (device === '' || '=' + r.device === device) &&
-      (dtype === '' || '=' + r.dtype === dtype));
-  }
-
-  // ---- the matrix: ops x checks, each cell the worst outcome over devices and dtypes
-  function renderMatrix(shown) {
-    const table = document.getElementById('matrix');
-    table.textContent = '';
-    if (shown.length === 0) {
-      table.appendChild(el('tbody', {}, [el('tr', {}, [el('td', { className: 'none', text: 'No results match the filters.' })])]));
-      return;
-    }
-    const checks = unique(shown.map((r) => r.check));
-    const cells = new Map();  // op -> Map(check -> results)
-    shown.forEach((r) => {
-      if (!cells.has(r.op)) cells.set(r.op, new Map());
-      const row = cells.get(r.op);
-      if (!row.has(r.check)) row.set(r.check, []);
-      row.get(r.check).push(r);
-    });
-    const head = el('tr', {}, [el('th', { className: 'op', text: 'op \\ check' })]);
-    checks.forEach((c) => head.appendChild(el('th', { title: c }, [el('span', { text: c })])));
-    const body = el('tbody');
-    Array.from(cells.keys()).sort().forEach((op) => {
-      const tr = el('tr', {}, [el('th', { className: 'op', scope: 'row', title: op }, [el('code', { text: shortName(op) })])]);
-      const row = cells.get(op);
-      checks.forEach((check) => {
-        const list = row.get(check);
-        if (!list) { tr.appendChild(el('td', { className: 'empty' })); return; }
-        const worst = list.reduce((a, r) => (SEVERITY[r.outcome] > SEVERITY[a.outcome] ? r : a), list[0]);
-        const title = op + ' ' + check + '\n' + list.map((r) => (r.device || '-') + ' ' + (r.dtype || '-') + ': ' + r.outcome).join('\n');
-        const td = el('td', { className: 'cell o-' + worst.outcome, title: title, text: SHORT[worst.outcome] });
-        if (!isOk(worst.outcome)) {
-          td.classList.add('has-failure');
-          td.addEventListener('click', () => { location.hash = 'result-' + worst.index; });
-        }
-        tr.appendChild(td);
+    const show = results.map((r) => on[r.outcome] && (text === '' || r.op.toLowerCase().includes(text)) &&
+      (deviceSelect.value === '' || '=' + r.device === deviceSelect.value) &&
+      (dtypeSelect.value === '' || '=' + r.dtype === dtypeSelect.value));
+    const count = show.filter((s) => s).length;
+    document.getElementById('shown').textContent = 'showing ' + count + ' of ' + results.length + ' results';
+    document.querySelectorAll('#matrix tbody tr').forEach((tr) => {
+      let any = false;
+      tr.querySelectorAll('td.cell').forEach((td) => {
+        const shown = indices(td).filter((i) => show[i]);
+        any = any || shown.length > 0;
+        drawCell(td, shown);
       });
-      body.appendChild(tr);
+      tr.hidden = !any;
     });
-    table.appendChild(el('thead', {}, [head]));
-    table.appendChild(body);
+    let notPassing = 0;
+    document.querySelectorAll('#failures article').forEach((card) => {
+      let any = false;
+      card.querySelectorAll('li[data-results]').forEach((li) => {
+        li.hidden = !show[indices(li)[0]];
+        if (!li.hidden) { any = true; ++notPassing; }
+      });
+      card.hidden = !any;
+    });
+    document.getElementById('failures-count').textContent = String(notPassing);
   }
 
-  // ---- every result that is not ok, in run order
-  function renderFailures(shown) {
-    const list = document.getElementById('failures');
-    list.textContent = '';
-    const bad = shown.filter((r) => !isOk(r.outcome));
-    document.getElementById('failures-title').textContent = 'Not passing (' + bad.length + ')';
-    if (bad.length === 0) {
-      list.appendChild(el('p', { className: 'none', text: 'Nothing here: every shown result passed or was skipped.' }));
-      return;
-    }
-    bad.forEach((r) => {
-      const item = el('article', { className: 'failure o-' + r.outcome, id: 'result-' + r.index }, [
-        el('h3', {}, [el('span', { className: 'badge o-' + r.outcome, text: r.outcome }), el('code', { text: r.op }), ' ' + where(r)])]);
-      if (r.message) item.appendChild(el('pre', { className: 'message', text: r.message }));
-      if (r.minimal_input !== null) {
-        item.appendChild(el('div', { className: 'label', text: 'Minimal input' }));
-        item.appendChild(el('pre', { className: 'minimal', text: r.minimal_input }));
-      }
-      if (r.repro) {
-        item.appendChild(el('div', { className: 'label', text: 'Repro' }));
-        item.appendChild(el('div', { className: 'repro' }, [el('code', { text: r.repro })]));
-      }
-      list.appendChild(item);
-    });
-  }
-
-  function render() {
-    const shown = visibleResults();
-    document.getElementById('shown').textContent = 'showing ' + shown.length + ' of ' + results.length + ' results';
-    renderMatrix(shown);
-    renderFailures(shown);
-  }
-  [deviceSelect, dtypeSelect].concat(Object.values(outcomeBoxes)).forEach((c) => c.addEventListener('change', render));
-  opInput.addEventListener('input', render);
-  render();
+  document.getElementById('controls').hidden = false;
+  [deviceSelect, dtypeSelect].concat(boxes).forEach((c) => c.addEventListener('change', apply));
+  opInput.addEventListener('input', apply);
+  apply();
 })();
 )js";
 
@@ -285,6 +199,16 @@ std::string script_safe(std::string_view json) {
   return out;
 }
 
+// A name in the matrix: at most 160 characters shown, the rest counted (the title has it all).
+std::string short_name(const std::string& name) { return detail::one_line_text(name, 160); }
+
+// data-results="3 4 7": the results an element stands for, for the filter script.
+std::string data_results(const std::vector<size_t>& indices) {
+  std::string out;
+  for (size_t i : indices) out += (out.empty() ? "" : " ") + std::to_string(i);
+  return " data-results=\"" + out + "\"";
+}
+
 // The verdict and the untested cases, as static markup (no script needed to see them).
 // Note [Untested is not a pass] (report.cpp).
 std::string verdict_section(const Report& report) {
@@ -308,29 +232,141 @@ std::string verdict_section(const Report& report) {
   return out + "</section>\n";
 }
 
+// The run's facts and the totals per outcome.
+std::string summary_section(const Report& report) {
+  const RunInfo& info = report.info;
+  std::string out = "<p id=\"run-info\" class=\"info\">";
+  const auto add = [&](const char* name, const std::string& value, bool code) {
+    if (value.empty()) return;
+    out += std::string("<span>") + name + " " + (code ? "<code>" + html(value) + "</code>" : html(value)) + "</span>";
+  };
+  add("against", info.against, true);
+  add("started", info.started_at, false);
+  add("time", detail::fixed(report.seconds, 1) + " s", false);
+  add("seed", info.seed == 0 ? std::string("fixed per case") : std::to_string(info.seed), false);
+  add("samples", std::to_string(info.samples), false);
+  add("shard", info.shard, true);
+  add("opconform", info.tool_version, true);
+  add("command", info.command, true);
+  out += "</p>\n</header>\n<section id=\"totals\" class=\"totals\">\n<div class=\"total o-all\"><b>" +
+         std::to_string(report.results.size()) + "</b>results</div>\n";
+  for (Outcome o : detail::all_outcomes()) {
+    const std::string name(conformance::to_string(o));
+    out += "<div class=\"total o-" + name + "\"><b>" + std::to_string(report.count(o)) + "</b>" + name + "</div>\n";
+  }
+  return out + "</section>\n";
+}
+
+// The filters, hidden until the script shows them (they need it).
+std::string controls_section(const Report& report) {
+  std::string out = "<section id=\"controls\" class=\"controls\" hidden>\n<fieldset id=\"outcome-filter\"><legend>Outcomes</legend>";
+  for (Outcome o : detail::all_outcomes()) {
+    const std::string name(conformance::to_string(o));
+    out += "<label for=\"show-" + name + "\"><input type=\"checkbox\" id=\"show-" + name + "\" value=\"" + name +
+           "\" checked> <span class=\"swatch o-" + name + "\"></span>" + name + "</label>";
+  }
+  out += "</fieldset>\n<label>Op <input id=\"op-filter\" type=\"search\" placeholder=\"part of a name, e.g. aten::add\"></label>\n";
+  const auto select = [&](const char* label, const char* id, std::string CaseResult::*field) {
+    std::vector<std::string> values;
+    for (const CaseResult& r : report.results) values.push_back(r.*field);
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    out += std::string("<label>") + label + " <select id=\"" + id + "\"><option value=\"\">all</option>";
+    for (const auto& v : values) out += "<option value=\"=" + html(v) + "\">" + (v.empty() ? "(none)" : html(v)) + "</option>";
+    out += "</select></label>\n";
+  };
+  select("Device", "device-filter", &CaseResult::device);
+  select("Dtype", "dtype-filter", &CaseResult::dtype);
+  return out + "<span id=\"shown\"></span>\n</section>\n";
+}
+
+// The op x check matrix, each cell the worst outcome over devices and dtypes, a link to its
+// failure card when that is not ok.
+std::string matrix_section(const Report& report, const std::vector<std::string>& group_of) {
+  std::string out = "<section>\n<h2>Ops &times; checks</h2>\n<div id=\"legend\" class=\"legend\">";
+  for (Outcome o : detail::all_outcomes()) {
+    const std::string name(conformance::to_string(o));
+    out += "<span><span class=\"swatch o-" + name + "\"></span>" + name + " (" + html(detail::short_label(o)) + ")</span>";
+  }
+  out += "</div>\n<div class=\"matrix-wrap\"><table id=\"matrix\">\n";
+  const detail::Matrix m = detail::op_check_matrix(report);
+  if (m.ops.empty()) return out + "<tbody><tr><td class=\"none\">No results.</td></tr></tbody></table></div>\n</section>\n";
+  out += "<thead><tr><th class=\"op\">op \\ check</th>";
+  for (const auto& c : m.checks) out += "<th title=\"" + html(c) + "\"><span>" + html(c) + "</span></th>";
+  out += "</tr></thead>\n<tbody>\n";
+  for (size_t o = 0; o < m.ops.size(); ++o) {
+    out += "<tr><th class=\"op\" scope=\"row\" title=\"" + html(m.ops[o]) + "\"><code>" + html(short_name(m.ops[o])) + "</code></th>";
+    for (size_t c = 0; c < m.checks.size(); ++c) {
+      const auto& cell = m.cells[o][c];
+      if (cell.empty()) {
+        out += "<td class=\"empty\"></td>";
+        continue;
+      }
+      const size_t worst = detail::worst_of(report, cell);
+      const Outcome outcome = report.results[worst].outcome;
+      const std::string name(conformance::to_string(outcome));
+      const std::string label(detail::short_label(outcome));
+      out += "<td class=\"cell o-" + name + (detail::is_ok(outcome) ? "" : " has-failure") + "\" title=\"" +
+             html(m.ops[o] + " " + m.checks[c] + "\n" + detail::outcome_counts(report, cell)) + "\"" + data_results(cell) + ">";
+      out += detail::is_ok(outcome) ? label : "<a href=\"#" + group_of[worst] + "\">" + html(label) + "</a>";
+      out += "</td>";
+    }
+    out += "</tr>\n";
+  }
+  return out + "</tbody>\n</table></div>\n</section>\n";
+}
+
+// One card per group of identical failures (Note [Grouped failures] in detail/summary.h).
+std::string failures_section(const Report& report, const std::vector<detail::FailureGroup>& groups) {
+  size_t count = 0;
+  for (const auto& g : groups) count += g.members.size();
+  std::string out = "<section>\n<h2 id=\"failures-title\">Not passing (<span id=\"failures-count\">" +
+                    std::to_string(count) + "</span>)</h2>\n<div id=\"failures\">\n";
+  if (groups.empty()) out += "<p class=\"none\">Nothing here: every result passed or was skipped.</p>\n";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& members = groups[g].members;
+    const CaseResult& lead = report.results[members.front()];
+    const std::string outcome(conformance::to_string(lead.outcome));
+    out += "<article class=\"failure o-" + outcome + "\" id=\"group-" + std::to_string(g) + "\"" + data_results(members) +
+           ">\n<h3><span class=\"badge o-" + outcome + "\">" + outcome + "</span><code>" + html(lead.op) + "</code> " +
+           html(lead.check) + (members.size() > 1 ? " <span class=\"count\">on " + std::to_string(members.size()) + " cases</span>" : "") +
+           "</h3>\n";
+    if (!lead.message.empty()) out += "<pre class=\"message\">" + html(lead.message) + "</pre>\n";
+    out += "<ul class=\"cases\">\n";
+    for (size_t i : members) {
+      const CaseResult& r = report.results[i];
+      out += "<li id=\"result-" + std::to_string(i) + "\"" + data_results({i}) + "><span class=\"where\">" +
+             html(r.device.empty() && r.dtype.empty() ? std::string("(no device or dtype)")
+                                                      : "[" + r.device + (r.dtype.empty() ? "" : ", " + r.dtype) + "]") +
+             "</span>";
+      if (r.minimal_input) out += "<div class=\"label\">Minimal input</div><pre class=\"minimal\">" + html(*r.minimal_input) + "</pre>";
+      if (!r.repro.empty()) out += "<div class=\"label\">Repro</div><div class=\"repro\"><code>" + html(r.repro) + "</code></div>";
+      out += "</li>\n";
+    }
+    out += "</ul>\n</article>\n";
+  }
+  return out + "</div>\n</section>\n";
+}
+
 }  // namespace
 
 std::string to_html(const Report& report) {
   const std::string library = html(report.info.library.empty() ? "(unnamed library)" : report.info.library);
+  const auto groups = detail::failure_groups(report);
+  std::vector<std::string> group_of(report.results.size());  // result index -> its card's id
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (size_t i : groups[g].members) group_of[i] = "group-" + std::to_string(g);
   std::string page;
   page += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   page += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   page += "<title>opconform report: " + library + "</title>\n";
   page += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n";
-  page += "<header>\n<h1>opconform report: <code>" + library + "</code></h1>\n<p id=\"run-info\" class=\"info\"></p>\n</header>\n";
-  page += "<noscript><p>This report is drawn by JavaScript, which is off; the results are the JSON in the "
-          "element with id \"report-data\" in this file's source.</p></noscript>\n";
-  page += "<section id=\"totals\" class=\"totals\"></section>\n";
+  page += "<header>\n<h1>opconform report: <code>" + library + "</code></h1>\n";
+  page += summary_section(report);
   page += verdict_section(report);
-  page += "<section class=\"controls\">\n"
-          "<fieldset id=\"outcome-filter\"><legend>Outcomes</legend></fieldset>\n"
-          "<label>Op <input id=\"op-filter\" type=\"search\" placeholder=\"part of a name, e.g. aten::add\"></label>\n"
-          "<label>Device <select id=\"device-filter\"><option value=\"\">all</option></select></label>\n"
-          "<label>Dtype <select id=\"dtype-filter\"><option value=\"\">all</option></select></label>\n"
-          "<span id=\"shown\"></span>\n</section>\n";
-  page += "<section>\n<h2>Ops &times; checks</h2>\n<div id=\"legend\" class=\"legend\"></div>\n"
-          "<div class=\"matrix-wrap\"><table id=\"matrix\"></table></div>\n</section>\n";
-  page += "<section>\n<h2 id=\"failures-title\">Not passing</h2>\n<div id=\"failures\"></div>\n</section>\n";
+  page += controls_section(report);
+  page += matrix_section(report, group_of);
+  page += failures_section(report, groups);
   page += "<script type=\"application/json\" id=\"report-data\">\n" + script_safe(to_json(report)) + "</script>\n";
   page += "<script>" + std::string(kScript) + "</script>\n</body>\n</html>\n";
   return page;

@@ -77,6 +77,7 @@ RunInfo read_info(const Json& j, const std::string& path) {
   info.seed = unsigned_field(j, "seed", path, std::numeric_limits<uint64_t>::max());
   info.samples = static_cast<int>(unsigned_field(j, "samples", path, std::numeric_limits<int>::max()));
   info.shard = string_field(j, "shard", path);
+  if (j.contains("shard_source")) info.shard_source = string_field(j, "shard_source", path);  // only when sharded
   // Reports written before the policy was recorded failed on failed, crashed and timed_out.
   if (j.contains("fail_on")) {
     try {
@@ -166,6 +167,7 @@ std::string to_json(const Report& report) {
                       {"fail_on", to_string(i.fail_on)}, {"sandbox", i.sandbox},
                       {"interrupted", i.interrupted}};
   if (!i.library_options.empty()) info["library_options"] = i.library_options;
+  if (!i.shard_source.empty()) info["shard_source"] = i.shard_source;  // older readers never see it unsharded
   OrderedJson summary = OrderedJson::object();
   for (Outcome o : detail::all_outcomes()) summary[std::string(conformance::to_string(o))] = report.count(o);
   const auto untested = untested_cases(report);
@@ -199,9 +201,10 @@ Report report_from_json(std::string_view text) {
   if (!doc.is_object()) fail("", "expected an object at the top level, got " + type_name(doc));
 
   const Json& version = field(doc, "schema_version", "");
-  if (!version.is_number_integer() || version.get<int64_t>() != Report::kSchemaVersion) {
-    fail("schema_version", "this opconform reads schema version " + std::to_string(Report::kSchemaVersion) +
-                               ", the file has " + version.dump());
+  if (!version.is_number_integer() || version.get<int64_t>() < Report::kOldestSchemaVersion ||
+      version.get<int64_t>() > Report::kSchemaVersion) {
+    fail("schema_version", "this opconform reads schema versions " + std::to_string(Report::kOldestSchemaVersion) +
+                               " to " + std::to_string(Report::kSchemaVersion) + ", the file has " + version.dump());
   }
   Report report;
   report.info = read_info(object_field(doc, "info", ""), "info");

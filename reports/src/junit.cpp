@@ -5,6 +5,8 @@
 // non-passing result, and each untested case, is <skipped> with its message. So a run that exits
 // 0 never shows a failed test in Jenkins or GitLab, and one that exits 1 always does.
 #include <map>
+#include <utility>
+#include <vector>
 #include <sstream>
 
 #include "opconform/reports/detail/text.h"
@@ -102,6 +104,26 @@ Entry interrupted_entry() {
           "SIGINT or SIGTERM stopped the run; this report holds only the cases that finished", Kind::failure, 0};
 }
 
+// What the run was, in every suite (the JUnit schema has <properties> per <testsuite>): CI views
+// (Jenkins, GitLab) show them with the tests, and a result can be traced to the library, the
+// opconform version, the seed, the command and the shard that gave it.
+std::string properties(const RunInfo& info) {
+  std::vector<std::pair<std::string, std::string>> list = {
+      {"library", info.library}, {"library_path", info.library_path}};
+  for (const auto& o : info.library_options) list.emplace_back("library_option", o);
+  list.insert(list.end(), {{"against", info.against},
+                           {"opconform_version", info.tool_version},
+                           {"seed", info.seed == 0 ? std::string("fixed per case") : std::to_string(info.seed)},
+                           {"samples", std::to_string(info.samples)},
+                           {"command", info.command},
+                           {"shard", info.shard.empty() ? std::string("none") : info.shard},
+                           {"fail_on", to_string(info.fail_on)}});
+  std::string out = "    <properties>\n";
+  for (const auto& [name, value] : list)
+    out += "      <property name=\"" + attr(name) + "\" value=\"" + attr(value) + "\"/>\n";
+  return out + "    </properties>\n";
+}
+
 void write_case(std::ostringstream& out, const Entry& e) {
   out << "    <testcase name=\"" << attr(e.name) << "\" classname=\"" << attr(e.classname) << "\" time=\""
       << detail::fixed(e.seconds, 3) << "\"";
@@ -137,6 +159,7 @@ std::string to_junit(const Report& report) {
   if (report.info.interrupted) by_op["opconform"].push_back(interrupted_entry());
   for (const auto& [op, entries] : by_op)
     for (const Entry& e : entries) total.add(e);
+  const std::string props = properties(report.info);
   std::ostringstream out;
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out << "<testsuites name=\"opconform " << attr(report.info.library) << "\" " << total.attributes() << " time=\""
@@ -147,7 +170,7 @@ std::string to_junit(const Report& report) {
     out << "  <testsuite name=\"" << attr(op) << "\" " << counts.attributes() << " time=\""
         << detail::fixed(counts.seconds, 3) << "\"";
     if (!report.info.started_at.empty()) out << " timestamp=\"" << attr(report.info.started_at) << "\"";
-    out << ">\n";
+    out << ">\n" << props;
     for (const Entry& e : results) write_case(out, e);
     out << "  </testsuite>\n";
   }

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "opconform/reports/detail/markdown.h"
+#include "opconform/reports/detail/summary.h"
 #include "opconform/reports/detail/text.h"
 #include "opconform/reports/writers.h"
 
@@ -76,6 +77,7 @@ void write_info(std::ostringstream& out, const Report& report) {
   row("seed", i.seed == 0 ? std::string("fixed per case") : std::to_string(i.seed), false);
   row("samples", std::to_string(i.samples), false);
   row("shard", i.shard);
+  row("shard from", i.shard_source);
   row("time", detail::fixed(report.seconds, 1) + " s", false);
   out << "\n";
 }
@@ -103,39 +105,71 @@ void write_untested(std::ostringstream& out, const Report& report) {
   out << "\n";
 }
 
-void write_op_table(std::ostringstream& out, const Report& report) {
-  const auto& outcomes = detail::all_outcomes();
-  std::map<std::string, std::vector<size_t>> counts;  // op -> count per outcome, ops in name order
-  for (const CaseResult& r : report.results) {
-    auto& row = counts.try_emplace(r.op, outcomes.size(), 0).first->second;
-    ++row[static_cast<size_t>(std::find(outcomes.begin(), outcomes.end(), r.outcome) - outcomes.begin())];
-  }
-  if (counts.empty()) return;
-  out << "## Ops\n\n| op |";
-  for (Outcome o : outcomes) out << " " << o << " |";
+// The op x check matrix (GitHub renders the table): each cell the worst outcome over devices and
+// dtypes, bold when not ok, with how many of the cell's results are not ok when that is not all.
+void write_matrix(std::ostringstream& out, const Report& report) {
+  const detail::Matrix m = detail::op_check_matrix(report);
+  if (m.ops.empty()) return;
+  out << "## Ops \u00d7 checks\n\n| op |";
+  for (const auto& c : m.checks) out << " " << md_cell(md_code(c)) << " |";
   out << "\n| --- |";
-  for (size_t k = 0; k < outcomes.size(); ++k) out << " ---: |";
+  for (size_t k = 0; k < m.checks.size(); ++k) out << " :---: |";
   out << "\n";
-  for (const auto& [op, row] : counts) {
-    out << "| " << md_cell(md_code(op)) << " |";
-    for (size_t n : row) out << " " << n << " |";
+  for (size_t o = 0; o < m.ops.size(); ++o) {
+    out << "| " << md_cell(md_code(m.ops[o])) << " |";
+    for (const auto& cell : m.cells[o]) {
+      if (cell.empty()) {
+        out << "  |";
+        continue;
+      }
+      const Outcome worst = report.results[detail::worst_of(report, cell)].outcome;
+      const std::string label(detail::short_label(worst));
+      if (detail::is_ok(worst)) {
+        out << " " << label << " |";
+        continue;
+      }
+      const auto bad = std::count_if(cell.begin(), cell.end(), [&](size_t i) { return !detail::is_ok(report.results[i].outcome); });
+      out << " **" << md_cell(label) << "**";
+      if (static_cast<size_t>(bad) != cell.size()) out << " " << bad << "/" << cell.size();
+      out << " |";
+    }
     out << "\n";
   }
   out << "\n";
 }
 
+// "[cpu, float32]", or "" for a result about no device or dtype (a load problem).
+std::string case_of(const CaseResult& r) {
+  if (r.device.empty() && r.dtype.empty()) return "";
+  return "[" + r.device + (r.dtype.empty() ? "" : ", " + r.dtype) + "]";
+}
+
+// Note [Grouped failures] (detail/summary.h): one section a group, the message once, then each
+// case with its own minimal input and repro line.
 void write_not_passing(std::ostringstream& out, const Report& report) {
-  std::vector<const CaseResult*> listed;
-  for (const CaseResult& r : report.results) {
-    if (!detail::is_ok(r.outcome)) listed.push_back(&r);
-  }
-  if (listed.empty()) return;
-  out << "## Not passing (" << listed.size() << ")\n";
-  for (const CaseResult* r : listed) {
-    out << "\n### " << md_code(r->op) << " " << md_code(detail::where(*r)) << ": **" << r->outcome << "**\n";
-    if (!r->message.empty()) out << "\n" << md_block(r->message);
-    if (r->minimal_input) out << "\nMinimal input:\n\n" << md_block(*r->minimal_input);
-    if (!r->repro.empty()) out << "\nRepro: " << md_code(r->repro) << "\n";
+  const auto groups = detail::failure_groups(report);
+  if (groups.empty()) return;
+  size_t count = 0;
+  for (const auto& g : groups) count += g.members.size();
+  out << "## Not passing (" << count << ")\n";
+  for (const auto& g : groups) {
+    const CaseResult& lead = report.results[g.members.front()];
+    const bool single = g.members.size() == 1;
+    out << "\n### " << md_code(lead.op) << " " << md_code(single ? detail::where(lead) : lead.check) << ": **"
+        << lead.outcome << "**";
+    if (!single) {
+      out << " on " << g.members.size() << " cases:";
+      for (size_t k = 0; k < g.members.size(); ++k) out << (k ? ", " : " ") << md_code(case_of(report.results[g.members[k]]));
+    }
+    out << "\n";
+    if (!lead.message.empty()) out << "\n" << md_block(lead.message);
+    for (size_t i : g.members) {
+      const CaseResult& r = report.results[i];
+      if (!r.minimal_input && r.repro.empty()) continue;
+      if (!single) out << "\n" << md_code(case_of(r)) << ":\n";
+      if (r.minimal_input) out << "\nMinimal input:\n\n" << md_block(*r.minimal_input);
+      if (!r.repro.empty()) out << "\nRepro: " << md_code(r.repro) << "\n";
+    }
   }
 }
 
@@ -147,7 +181,7 @@ std::string to_markdown(const Report& report) {
       << "\n\n";
   write_info(out, report);
   write_summary(out, report);
-  write_op_table(out, report);
+  write_matrix(out, report);
   write_untested(out, report);
   write_not_passing(out, report);
   std::string text = out.str();

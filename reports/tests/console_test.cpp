@@ -85,9 +85,27 @@ TEST(ReportsConsole, PlainOutputNamesEachResultNotOkAndEveryTenthOfTheRun) {
                               "1 timed_out, 1 mistrusted\n"));
 }
 
-TEST(ReportsConsole, QuietShowsOnlyTheSummary) {
+// --quiet: no header, no progress, no skips: the results that fail the run, then the summary.
+TEST(ReportsConsole, QuietShowsOnlyTheFailuresAndTheVerdict) {
   const std::string text = console_output({.terminal = true, .color = false, .quiet = true});
-  EXPECT_EQ(text, "12 results in 12.5 s: 4 passed, 3 failed, 1 skipped, 1 unsupported, 1 crashed, "
+  EXPECT_EQ(text, "FAILED      aten::add.Tensor gradcheck [cpu, float32]: gradient of 'self' differs at index [2]: "
+                  "analytical 1.5, numerical 1.25\n"
+                  "            repro: OPCONFORM_SEED=42 opconform repro --library /opt/vendor/lib/libvendor_ops.so --op "
+                  "aten::add.Tensor --check gradcheck --device cpu --dtype float32\n"
+                  "CRASHED     aten::index_put determinism [cpu, int64]: the worker died of signal 11 (SIGSEGV) in the "
+                  "real run\n"
+                  "            repro: opconform repro --library /opt/vendor/lib/libvendor_ops.so --op aten::index_put "
+                  "--check determinism --device cpu --dtype int64\n"
+                  "TIMED_OUT   aten::sort.stable dtype_consistency [cpu, float32]: no answer after 30 s: the kernel hangs\n"
+                  "            repro: opconform repro --library /opt/vendor/lib/libvendor_ops.so --op aten::sort.stable "
+                  "--check dtype_consistency --device cpu --dtype float32\n"
+                  "FAILED      vendor::fused<&\"|'>.out edge_shapes [cpu, float32]: output | shape <2, 3> differs & "
+                  "\"quoted\" 'single'\n"
+                  "            repro: opconform repro --library /opt/vendor/lib/libvendor_ops.so --op "
+                  "'vendor::fused<&\"|'\\''>.out' --check edge_shapes\n"
+                  "FAILED      vendor::broken load: symbol 'vendor_broken_kernel' not found in "
+                  "/opt/vendor/lib/libvendor_ops.so\n"
+                  "12 results in 12.5 s: 4 passed, 3 failed, 1 skipped, 1 unsupported, 1 crashed, "
                   "1 timed_out, 1 mistrusted\n"
                   "3 untested cases (every check skipped, unsupported or mistrusted; --fail-on untested)\n"
                   "  UNTESTED aten::add.Tensor [cuda, float16]: gradcheck: skipped — gradcheck needs float64 or "
@@ -185,11 +203,26 @@ class ScopedEnv {
 TEST(ReportsConsoleOptionsFor, TerminalAndColourOnlyOnATerminalWithoutNoColor) {
   std::FILE* file = std::tmpfile();
   ASSERT_NE(file, nullptr);
+  ScopedEnv no_force("FORCE_COLOR", nullptr);
   {
     ScopedEnv env("NO_COLOR", nullptr);
     const ConsoleOptions options = console_options_for(file);
     EXPECT_FALSE(options.terminal);
     EXPECT_FALSE(options.color);
+  }
+  {
+    // FORCE_COLOR colours a log (CI viewers render ANSI); "0" does not; NO_COLOR wins.
+    ScopedEnv no_color("NO_COLOR", nullptr);
+    ScopedEnv force("FORCE_COLOR", "1");
+    EXPECT_FALSE(console_options_for(file).terminal);
+    EXPECT_TRUE(console_options_for(file).color);
+    ScopedEnv zero("FORCE_COLOR", "0");
+    EXPECT_FALSE(console_options_for(file).color);
+  }
+  {
+    ScopedEnv no_color("NO_COLOR", "1");
+    ScopedEnv force("FORCE_COLOR", "1");
+    EXPECT_FALSE(console_options_for(file).color);
   }
   std::fclose(file);
 

@@ -60,14 +60,15 @@ TEST(HostileStrings, MarkdownKeepsEveryNameOnItsRowAndShort) {
 
 TEST(HostileStrings, HtmlShowsNoActingCharacterOutsideTheData) {
   const std::string page = to_html(hostile_report());
-  // The report's JSON is data (a script element of type application/json, shown through
-  // textContent after the page's visible()); everything else must be inert.
+  // The report's JSON is data (a script element of type application/json that the filter
+  // script reads, never showing its strings); everything else, the static page, must be inert.
   const size_t data = page.find("id=\"report-data\"");
   ASSERT_NE(data, std::string::npos);
   const size_t data_end = page.find("</script>", data);
   const std::string outside = page.substr(0, data) + page.substr(data_end);
   EXPECT_FALSE(holds_any(outside, {kFffe, kFfff, kCsi, kOverride, kLineSeparator}));
-  EXPECT_NE(page.find("u202a-\\u202e"), std::string::npos);  // the script's visible() covers bidi controls
+  EXPECT_NE(outside.find("aten::neg\\u202edeliaf"), std::string::npos);  // shown, not acting
+  EXPECT_NE(outside.find("more characters)"), std::string::npos);        // the long name cut in the matrix
 }
 
 TEST(HostileStrings, TheConsoleGetsOneLinePerResultAndNoControls) {

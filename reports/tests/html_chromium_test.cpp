@@ -1,5 +1,7 @@
 // The HTML report in a real browser: headless Chromium loads the page, takes a screenshot and
-// dumps the DOM the script built. Skipped (saying so) where /usr/bin/chromium is not installed.
+// dumps the DOM, with the script and without it (JavaScript off, or blocked by a strict
+// Content-Security-Policy as CI artifact viewers serve files: Note [A report without JavaScript]
+// in html.cpp). Skipped (saying so) where /usr/bin/chromium is not installed.
 //
 // How console errors are seen: with --enable-logging=stderr, Chromium logs every console
 // message of the page, uncaught exceptions and rejected promises included, as a line
@@ -9,11 +11,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <zlib.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "opconform/reports/writers.h"
 #include "support/golden.h"
@@ -54,14 +59,14 @@ class ReportsHtmlInChromium : public ::testing::Test {
   // Writes `html` to the temporary directory and opens it with `mode` ("--dump-dom",
   // "--screenshot=..."). Each run has its own profile directory so that tests can run in
   // parallel (Chromium allows one browser per profile).
-  BrowserRun open(const std::string& html, const std::string& mode) {
+  BrowserRun open(const std::string& html, const std::string& mode, const std::string& window = "1280,900") {
     const fs::path page = dir_ / ("page" + std::to_string(++runs_) + ".html");
     write_file(page, html);
     const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
     const std::string command = std::string("timeout 120 ") + kChromium +
                                 " --headless=new --no-sandbox --disable-gpu --enable-logging=stderr --v=0"
                                 " --user-data-dir='" + (dir_ / ("profile" + std::to_string(runs_))).string() +
-                                "' --window-size=1280,900 " + mode + " 'file://" + page.string() + "' >'" +
+                                "' --window-size=" + window + " " + mode + " 'file://" + page.string() + "' >'" +
                                 out.string() + "' 2>'" + err.string() + "'";
     BrowserRun run;
     run.status = std::system(command.c_str());
@@ -120,6 +125,77 @@ uint32_t big_endian(const std::string& bytes, size_t at) {
   return v;
 }
 
+// The pixels of an 8-bit RGB or RGBA PNG (what Chromium's screenshots are), decoded with zlib:
+// each row's filter byte undone (PNG spec, section 9). Empty when the file is anything else.
+struct Image {
+  uint32_t width = 0, height = 0, channels = 0;
+  std::vector<uint8_t> pixels;  // row-major, `channels` bytes a pixel
+};
+
+Image decode_png(const std::string& bytes) {
+  Image image;
+  std::string data;
+  for (size_t at = 8; at + 12 <= bytes.size();) {
+    const uint32_t length = big_endian(bytes, at);
+    const std::string type = bytes.substr(at + 4, 4);
+    if (type == "IHDR") {
+      image.width = big_endian(bytes, at + 8), image.height = big_endian(bytes, at + 12);
+      const int depth = static_cast<unsigned char>(bytes[at + 16]), color = static_cast<unsigned char>(bytes[at + 17]);
+      if (depth != 8 || (color != 2 && color != 6)) return {};
+      image.channels = color == 2 ? 3 : 4;
+    } else if (type == "IDAT") {
+      data += bytes.substr(at + 8, length);
+    }
+    at += 12 + length;
+  }
+  const size_t stride = size_t{image.width} * image.channels;
+  std::vector<uint8_t> raw((stride + 1) * image.height);
+  uLongf size = raw.size();
+  if (image.channels == 0 ||
+      ::uncompress(raw.data(), &size, reinterpret_cast<const Bytef*>(data.data()), data.size()) != Z_OK || size != raw.size())
+    return {};
+  image.pixels.assign(stride * image.height, 0);
+  for (size_t y = 0; y < image.height; ++y) {
+    const uint8_t filter = raw[y * (stride + 1)];
+    const uint8_t* in = &raw[y * (stride + 1) + 1];
+    uint8_t* out = &image.pixels[y * stride];
+    const uint8_t* up = y > 0 ? out - stride : nullptr;
+    for (size_t x = 0; x < stride; ++x) {
+      const int a = x >= image.channels ? out[x - image.channels] : 0, b = up ? up[x] : 0,
+                c = up && x >= image.channels ? up[x - image.channels] : 0;
+      int predicted = 0;
+      switch (filter) {
+        case 1: predicted = a; break;
+        case 2: predicted = b; break;
+        case 3: predicted = (a + b) / 2; break;
+        case 4: {
+          const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+          predicted = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+          break;
+        }
+        default: break;
+      }
+      out[x] = static_cast<uint8_t>(in[x] + predicted);
+    }
+  }
+  return image;
+}
+
+// Pixels of the "failed" colour (#cf222e, the matrix's FAIL cells and the failure cards' edge).
+size_t failed_colour_pixels(const Image& image) {
+  size_t n = 0;
+  for (size_t at = 0; at + 2 < image.pixels.size(); at += image.channels)
+    n += std::abs(image.pixels[at] - 0xcf) <= 6 && std::abs(image.pixels[at + 1] - 0x22) <= 6 &&
+         std::abs(image.pixels[at + 2] - 0x2e) <= 6;
+  return n;
+}
+
+// `html` with `css` added to its head.
+std::string with_style(std::string html, const std::string& css) {
+  html.insert(html.find("</head>"), "<style>" + css + "</style>\n");
+  return html;
+}
+
 TEST_F(ReportsHtmlInChromium, ScreenshotHasNoConsoleErrors) {
   const fs::path png = dir_ / "report.png";
   const BrowserRun run = open(to_html(sample_report()), "--screenshot='" + png.string() + "'");
@@ -143,18 +219,17 @@ TEST_F(ReportsHtmlInChromium, ScreenshotHasNoConsoleErrors) {
   EXPECT_FALSE(ec) << "cannot copy the screenshot to " << keep << ": " << ec.message();
 }
 
-TEST_F(ReportsHtmlInChromium, ScriptDrawsTheMatrixAndTheFailures) {
+TEST_F(ReportsHtmlInChromium, TheScriptKeepsTheMatrixAndTheFailuresAndShowsTheFilters) {
   const Report report = sample_report();
   const BrowserRun run = open(to_html(report), "--dump-dom");
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_EQ(console_lines(run.err), std::vector<std::string>{}) << joined(console_lines(run.err));
-  // The file itself has no cells: each one in the DOM was drawn by the script.
-  ASSERT_EQ(occurrences(to_html(report), "class=\"cell"), 0u);
   EXPECT_EQ(occurrences(run.out, "class=\"cell o-"), op_check_pairs(report));
   EXPECT_EQ(occurrences(run.out, "class=\"cell o-failed has-failure\""), 3u);  // add gradcheck, fused, load
-  EXPECT_EQ(occurrences(run.out, "<article class=\"failure o-"), 7u);           // the results not ok
+  EXPECT_EQ(occurrences(run.out, "<article class=\"failure o-"), 7u);           // the results not ok, none alike
   EXPECT_THAT(run.out, HasSubstr("showing 12 of 12 results"));
-  EXPECT_THAT(run.out, HasSubstr("Not passing (7)"));
+  EXPECT_THAT(run.out, HasSubstr("Not passing (<span id=\"failures-count\">7</span>)"));
+  EXPECT_THAT(run.out, HasSubstr("<section id=\"controls\" class=\"controls\">"));  // shown: `hidden` removed
   // Text from the report stays text: the message's script tag is shown, not run.
   EXPECT_THAT(run.out, HasSubstr("&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;"));
   EXPECT_THAT(run.out, HasSubstr("<code>OPCONFORM_SEED=42 opconform repro"));
@@ -200,7 +275,58 @@ TEST_F(ReportsHtmlInChromium, ConsoleErrorDetectorCatchesABrokenPage) {
   const auto lines = console_lines(run.err);
   ASSERT_EQ(lines.size(), 1u) << run.err;
   EXPECT_THAT(lines[0], HasSubstr("Uncaught Error: deliberately broken"));
-  EXPECT_EQ(occurrences(run.out, "class=\"cell o-"), 0u);
+  // The page is still whole; only the filters are missing.
+  EXPECT_EQ(occurrences(run.out, "class=\"cell o-"), op_check_pairs(sample_report()));
+  EXPECT_THAT(run.out, HasSubstr("<section id=\"controls\" class=\"controls\" hidden=\"\">"));
+}
+
+// `html` under a Content-Security-Policy that refuses every script, as a CI artifact viewer may
+// serve it. (Chromium's --blink-settings=scriptEnabled=false cannot be used: headless
+// --dump-dom and --screenshot then give nothing.)
+std::string with_scripts_blocked(std::string html) {
+  html.insert(html.find("<meta charset"), "<meta http-equiv=\"Content-Security-Policy\" content=\"script-src 'none'\">\n");
+  return html;
+}
+
+// Note [A report without JavaScript] (html.cpp): with scripts blocked, the summary, the matrix
+// and the failures are there and drawn. The DOM says they are in the page; the screenshot that
+// they show: the FAIL cells and the failure cards paint the failed colour, which the same page
+// with the matrix and the failures hidden by a style has far less of.
+TEST_F(ReportsHtmlInChromium, WithScriptsBlockedTheMatrixAndTheFailuresAreShown) {
+  const Report report = sample_report();
+  const BrowserRun dom = open(with_scripts_blocked(to_html(report)), "--dump-dom");
+  ASSERT_EQ(dom.status, 0) << dom.err;
+  // Chromium says it refused the page's script: the policy applied.
+  const auto lines = console_lines(dom.err);
+  ASSERT_FALSE(lines.empty()) << "the policy did not apply: " << dom.err;
+  EXPECT_THAT(joined(lines), HasSubstr("Content Security Policy"));
+  // The script did not run (the filters stay hidden), and the page holds everything anyway.
+  EXPECT_THAT(dom.out, HasSubstr("<section id=\"controls\" class=\"controls\" hidden=\"\">"));
+  EXPECT_EQ(occurrences(dom.out, "class=\"cell o-"), op_check_pairs(report));
+  EXPECT_EQ(occurrences(dom.out, "class=\"cell o-failed has-failure\""), 3u);
+  EXPECT_EQ(occurrences(dom.out, "\"><a href=\"#group-"), 7u);  // each cell not ok links to its card
+  EXPECT_EQ(occurrences(dom.out, "<article class=\"failure o-"), 7u);
+  EXPECT_THAT(dom.out, HasSubstr("<b>3</b>failed"));  // the totals
+  EXPECT_THAT(dom.out, HasSubstr("Verdict: FAIL"));
+  EXPECT_THAT(dom.out, HasSubstr("&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;"));
+
+  const fs::path shown = dir_ / "shown.png", hidden = dir_ / "hidden.png", no_controls = dir_ / "no_controls.png";
+  ASSERT_EQ(open(with_scripts_blocked(to_html(report)), "--screenshot='" + shown.string() + "'", "1280,3000").status, 0);
+  ASSERT_EQ(open(with_style(with_scripts_blocked(to_html(report)), "#matrix, #failures { display: none; }"),
+                 "--screenshot='" + hidden.string() + "'", "1280,3000").status, 0);
+  const Image with = decode_png(read_file(shown)), without = decode_png(read_file(hidden));
+  ASSERT_EQ(with.width, 1280u);
+  ASSERT_EQ(without.width, 1280u);
+  // Three FAIL cells of about 46 x 24 pixels each, and the cards' edges and badges.
+  EXPECT_GT(failed_colour_pixels(with), failed_colour_pixels(without) + 2500)
+      << failed_colour_pixels(with) << " vs " << failed_colour_pixels(without);
+  // The filters, which need the script, take no room (a style must not undo their `hidden`):
+  // removing them outright changes no pixel.
+  std::string bare = with_scripts_blocked(to_html(report));
+  const size_t from = bare.find("<section id=\"controls\""), to = bare.find("</section>", from) + 10;
+  bare.erase(from, to - from);
+  ASSERT_EQ(open(bare, "--screenshot='" + no_controls.string() + "'", "1280,3000").status, 0);
+  EXPECT_TRUE(decode_png(read_file(no_controls)).pixels == with.pixels) << "the hidden filters are drawn";
 }
 
 }  // namespace

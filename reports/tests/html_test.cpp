@@ -52,6 +52,33 @@ TEST(ReportsHtml, EmbeddedDataCannotEndItsScriptElement) {
   EXPECT_EQ(report_from_json(embedded_data(html)), sample_report());
 }
 
+// Note [A report without JavaScript] (html.cpp): the file itself holds the totals, the matrix
+// (a cell per op and check with a result, FAIL cells linking to their failure card) and every
+// failure, so a viewer that runs no script shows them; the filters are hidden until the script
+// shows them.
+TEST(ReportsHtml, TheMatrixAndTheFailuresAreStaticMarkup) {
+  const std::string html = to_html(sample_report());
+  EXPECT_EQ(occurrences(html, "<td class=\"cell o-"), 9u);  // the sample's (op, check) pairs
+  EXPECT_THAT(html, HasSubstr("<td class=\"cell o-failed has-failure\" title=\"aten::add.Tensor gradcheck\n"
+                              "1 passed, 1 failed, 1 skipped\" data-results=\"1 2 3\"><a href=\"#group-0\">FAIL</a></td>"));
+  EXPECT_EQ(occurrences(html, "<article class=\"failure o-"), 7u);
+  EXPECT_THAT(html, HasSubstr("<article class=\"failure o-failed\" id=\"group-0\" data-results=\"1\">"));
+  EXPECT_THAT(html, HasSubstr("<div class=\"total o-failed\"><b>3</b>failed</div>"));
+  EXPECT_THAT(html, HasSubstr("<section id=\"controls\" class=\"controls\" hidden>"));
+  EXPECT_THAT(html, Not(HasSubstr("<noscript>")));
+}
+
+// Note [Grouped failures]: one card for the same failure on two cases, listing both.
+TEST(ReportsHtml, IdenticalFailuresAreOneCard) {
+  const std::string html = to_html(testing::sample_report_with_repeated_failure());
+  EXPECT_EQ(occurrences(html, "<article class=\"failure o-"), 7u);  // 8 results not ok
+  EXPECT_THAT(html, HasSubstr("id=\"group-0\" data-results=\"1 12\">"));
+  EXPECT_THAT(html, HasSubstr("gradcheck <span class=\"count\">on 2 cases</span>"));
+  EXPECT_THAT(html, HasSubstr("<li id=\"result-12\" data-results=\"12\"><span class=\"where\">[cuda, float64]</span>"));
+  EXPECT_EQ(occurrences(html, "gradient of &#39;self&#39; differs"), 1u);
+  EXPECT_THAT(html, HasSubstr("Not passing (<span id=\"failures-count\">8</span>)"));
+}
+
 TEST(ReportsHtml, StaticTextIsEscaped) {
   const std::string html = to_html(sample_report());
   EXPECT_THAT(html, HasSubstr("<title>opconform report: vendor-ops 2.3 &lt;beta&gt; &amp; &quot;friends&quot;</title>"));

@@ -25,6 +25,18 @@ using testing::sample_report;
 
 TEST(ReportsJson, MatchesGolden) { expect_golden("report.json", to_json(sample_report())); }
 
+// A report written by opconform before the version was raised (golden/report-v1.json, the sample
+// as version 1 wrote it; never regenerated) still reads, whole.
+TEST(ReportsJson, AVersionOneReportStillReads) {
+  const std::string v1 = testing::read_file(std::filesystem::path(OPCONFORM_SOURCE_DIR) / "reports/tests/golden/report-v1.json");
+  ASSERT_NE(v1.find("\"schema_version\": 1,"), std::string::npos) << "the file must stay a version-1 report";
+  EXPECT_EQ(report_from_json(v1), sample_report());
+  EXPECT_EQ(Report::kOldestSchemaVersion, 1);
+  EXPECT_GT(Report::kSchemaVersion, 1);
+  EXPECT_NE(to_json(sample_report()).find("\"schema_version\": " + std::to_string(Report::kSchemaVersion) + ","),
+            std::string::npos);
+}
+
 TEST(ReportsJson, SampleRoundTrips) {
   const Report report = sample_report();
   EXPECT_EQ(report_from_json(to_json(report)), report);
@@ -106,8 +118,11 @@ TEST(ReportsJsonErrors, UnknownOutcomeIsNamedWithTheKnownOnes) {
 }
 
 TEST(ReportsJsonErrors, OtherSchemaVersionsAreRefused) {
-  EXPECT_THAT(read_error(edited([](auto& d) { d["schema_version"] = 2; })),
-              HasSubstr("schema_version: this opconform reads schema version 1, the file has 2"));
+  const int newer = Report::kSchemaVersion + 1;
+  EXPECT_THAT(read_error(edited([&](auto& d) { d["schema_version"] = newer; })),
+              HasSubstr("schema_version: this opconform reads schema versions 1 to " +
+                        std::to_string(Report::kSchemaVersion) + ", the file has " + std::to_string(newer)));
+  EXPECT_THAT(read_error(edited([](auto& d) { d["schema_version"] = 0; })), HasSubstr("the file has 0"));
   EXPECT_THAT(read_error(edited([](auto& d) { d["schema_version"] = "1"; })), HasSubstr("the file has \"1\""));
 }
 
@@ -228,15 +243,18 @@ std::set<std::string> keys_of(const nlohmann::json& object) {
   return keys;
 }
 
-// The keys a schema object lists, checked against its "required" list (every field is required).
-std::set<std::string> schema_keys(const nlohmann::json& object_schema) {
+// The keys a schema object lists, checked against its "required" list: every field is required
+// but those to_json writes only when they say something (`optional`).
+std::set<std::string> schema_keys(const nlohmann::json& object_schema, const std::set<std::string>& optional = {}) {
   std::set<std::string> keys = keys_of(object_schema.at("properties"));
-  EXPECT_EQ(keys, object_schema.at("required").get<std::set<std::string>>());
+  std::set<std::string> required = object_schema.at("required").get<std::set<std::string>>();
+  required.insert(optional.begin(), optional.end());
+  EXPECT_EQ(keys, required);
   EXPECT_EQ(object_schema.at("additionalProperties"), false);
   return keys;
 }
 
-TEST(ReportsJsonSchema, IsDraft2020WithVersionOne) {
+TEST(ReportsJsonSchema, IsDraft2020WithTheCurrentVersion) {
   const nlohmann::json schema = read_schema();
   EXPECT_EQ(schema.at("$schema"), "https://json-schema.org/draft/2020-12/schema");
   EXPECT_EQ(schema.at("properties").at("schema_version").at("const"), Report::kSchemaVersion);
@@ -248,9 +266,13 @@ TEST(ReportsJsonSchema, IsDraft2020WithVersionOne) {
 TEST(ReportsJsonSchema, ListsExactlyTheKeysToJsonWrites) {
   const nlohmann::json schema = read_schema();
   const nlohmann::json& defs = schema.at("$defs");
-  const nlohmann::json doc = nlohmann::json::parse(to_json(sample_report()));
+  // The optional fields of RunInfo set, so that every key is written.
+  Report report = sample_report();
+  report.info.library_options = {"factor=2"};
+  report.info.shard = "1/4", report.info.shard_source = "--shard";
+  const nlohmann::json doc = nlohmann::json::parse(to_json(report));
   EXPECT_EQ(keys_of(doc), schema_keys(schema));
-  EXPECT_EQ(keys_of(doc.at("info")), schema_keys(defs.at("run_info")));
+  EXPECT_EQ(keys_of(doc.at("info")), schema_keys(defs.at("run_info"), {"library_options", "shard_source"}));
   EXPECT_EQ(keys_of(doc.at("summary")), schema_keys(defs.at("summary")));
   const std::set<std::string> result_keys = schema_keys(defs.at("case_result"));
   ASSERT_FALSE(doc.at("results").empty());

@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
+#include <set>
 
 #include "opconform/reports/detail/text.h"
 #include "opconform/reports/writers.h"
@@ -77,6 +79,56 @@ std::string xml_problem(const std::string& xml) {
 }
 
 TEST(ReportsJunit, MatchesGolden) { testing::expect_golden("report.junit.xml", to_junit(sample_report())); }
+
+// Every suite says what the run was, for CI views and for tracing a result back.
+TEST(ReportsJunit, SuitesCarryTheRunsProperties) {
+  Report report = sample_report();
+  report.info.seed = 42;
+  report.info.shard = "1/4";
+  const std::string xml = to_junit(report);
+  EXPECT_EQ(xml_problem(xml), "");
+  EXPECT_THAT(xml, HasSubstr("time=\"0.762\" timestamp=\"2026-12-01T03:04:05Z\">\n    <properties>\n"
+                             "      <property name=\"library\" value=\"vendor-ops 2.3 &lt;beta&gt; &amp; &quot;friends&quot;\"/>\n"
+                             "      <property name=\"library_path\" value=\"/opt/vendor/lib/libvendor_ops.so\"/>\n"));
+  for (const char* property : {"<property name=\"opconform_version\" value=\"0.1.0\"/>",
+                               "<property name=\"seed\" value=\"42\"/>", "<property name=\"shard\" value=\"1/4\"/>",
+                               "<property name=\"command\" value=\"opconform check --library "
+                               "/opt/vendor/lib/libvendor_ops.so --samples 50\"/>",
+                               "<property name=\"fail_on\" value=\"failed,crashed,timed_out,untested\"/>"})
+    EXPECT_THAT(xml, HasSubstr(property));
+  // One block per suite, before its test cases (the JUnit schema's order).
+  size_t suites = 0, blocks = 0;
+  for (size_t at = xml.find("<testsuite "); at != std::string::npos; at = xml.find("<testsuite ", at + 1)) {
+    ++suites;
+    blocks += xml.compare(xml.find('\n', at) + 1, 16, "    <properties>") == 0;
+  }
+  EXPECT_EQ(blocks, suites);
+  EXPECT_GT(suites, 5u);
+}
+
+// A test case is known across runs by its classname and name: another seed, time, order or shard
+// must not rename it (CI systems track flakiness and history by name).
+TEST(ReportsJunit, TestCaseNamesAreStableAcrossRuns) {
+  const auto names = [](const std::string& xml) {
+    std::multiset<std::string> out;
+    static const std::regex testcase("<testcase name=\"([^\"]*)\" classname=\"([^\"]*)\"");
+    for (auto it = std::sregex_iterator(xml.begin(), xml.end(), testcase); it != std::sregex_iterator(); ++it)
+      out.insert((*it)[2].str() + " / " + (*it)[1].str());
+    return out;
+  };
+  Report first = sample_report(), second = sample_report();
+  second.info.seed = 7, second.info.started_at = "2027-01-01T00:00:00Z", second.info.shard = "0/2";
+  second.seconds = 99;
+  std::reverse(second.results.begin(), second.results.end());
+  for (auto& r : second.results) {
+    r.seconds *= 3;
+    if (!r.repro.empty()) r.repro += " --seed 7";
+  }
+  const auto before = names(to_junit(first));
+  EXPECT_EQ(before.size(), 15u);
+  EXPECT_EQ(names(to_junit(second)), before);
+  EXPECT_EQ(before.count("aten::add.Tensor / gradcheck[cpu,float32]"), 1u);
+}
 
 TEST(ReportsJunit, IsWellFormedXml) {
   EXPECT_EQ(xml_problem(to_junit(sample_report())), "");

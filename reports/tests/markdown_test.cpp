@@ -46,8 +46,34 @@ TEST(ReportsMarkdown, ListsEachNotPassingResultWithMessageInputAndRepro) {
   EXPECT_THAT(md, HasSubstr("### `aten::add.Tensor` `gradcheck [cpu, float32]`: **failed**\n\n```text\ngradient of 'self'"));
   EXPECT_THAT(md, HasSubstr("Minimal input:\n\n```text\nself: tensor([0.0, 1.0, -2.5, 3.0], dtype=float32)\n"));
   EXPECT_THAT(md, HasSubstr("Repro: `OPCONFORM_SEED=42 opconform repro"));
-  // The op table escapes the '|' in a name.
-  EXPECT_THAT(md, HasSubstr("| `vendor::fused<&\"\\|'>.out` | 0 | 1 |"));
+}
+
+// The op x check matrix: checks as columns (sorted), the worst outcome per cell, bold when not
+// ok with how many of the cell's results are not ok; the '|' in a name escaped.
+TEST(ReportsMarkdown, HasTheOpByCheckMatrix) {
+  const std::string md = to_markdown(sample_report());
+  EXPECT_THAT(md, HasSubstr("| op | `determinism` | `dtype_consistency` | `edge_shapes` | `gradcheck` | `load` | "
+                            "`stride_invariance` | `test_faketensor` | `test_schema` |\n| --- | :---: |"));
+  // gradcheck of add: failed on cpu float32, passed on float64, skipped on cuda float16.
+  EXPECT_THAT(md, HasSubstr("| `aten::add.Tensor` |  |  |  | **FAIL** 1/3 |  |  |  | ok |\n"));
+  EXPECT_THAT(md, HasSubstr("| `aten::mul.Tensor` |  |  |  |  |  | **n/a** 1/2 |  | ok |\n"));
+  EXPECT_THAT(md, HasSubstr("| `vendor::fused<&\"\\|'>.out` |  |  | **FAIL** |"));
+}
+
+// Note [Grouped failures]: the same failure on two cases is one section listing both, the message
+// once, each case's repro line.
+TEST(ReportsMarkdown, IdenticalFailuresAreOneSection) {
+  const std::string md = to_markdown(testing::sample_report_with_repeated_failure());
+  EXPECT_THAT(md, HasSubstr("## Not passing (8)"));
+  EXPECT_THAT(md, HasSubstr("### `aten::add.Tensor` `gradcheck`: **failed** on 2 cases: `[cpu, float32]`, "
+                            "`[cuda, float64]`\n\n```text\ngradient of 'self'"));
+  size_t messages = 0;
+  for (size_t at = md.find("gradient of 'self' differs"); at != std::string::npos; at = md.find("gradient of 'self' differs", at + 1))
+    ++messages;
+  EXPECT_EQ(messages, 1u);
+  EXPECT_THAT(md, HasSubstr("`[cuda, float64]`:\n\nRepro: `opconform repro --library /opt/vendor/lib/libvendor_ops.so "
+                            "--op aten::add.Tensor --check gradcheck --device cuda --dtype float64`"));
+  EXPECT_THAT(md, HasSubstr("`[cpu, float32]`:\n\nMinimal input:"));
 }
 
 TEST(ReportsMarkdown, QuotingHelpersSurviveBackticks) {

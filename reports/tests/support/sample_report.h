@@ -63,4 +63,18 @@ inline Report sample_report() {
   return report;
 }
 
+// The sample with the add gradcheck failure repeated on another device and dtype (same op,
+// check, outcome and message; its own repro line): one group of two in the reports that group
+// identical failures (Note [Grouped failures] in detail/summary.h).
+inline Report sample_report_with_repeated_failure() {
+  Report report = sample_report();
+  CaseResult again = report.results[1];
+  again.device = "cuda", again.dtype = "float64";
+  again.repro = "opconform repro --library /opt/vendor/lib/libvendor_ops.so --op aten::add.Tensor --check gradcheck "
+                "--device cuda --dtype float64";
+  again.minimal_input.reset();
+  report.results.push_back(again);
+  return report;
+}
+
 }  // namespace opconform::reports::testing

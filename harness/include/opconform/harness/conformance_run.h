@@ -31,6 +31,13 @@ struct RunRequest {
   // null: run_conformance opens them from the paths above.
   std::shared_ptr<const reports::ReportFiles> report_files;
   bool verbose = false;            // print every non-passing result in full (repro)
+  // The console (--color, --quiet): colour forced on or off (nullopt: console_options_for's
+  // choice), and only the verdict and what failed.
+  std::optional<bool> color;
+  bool quiet = false;
+  // --list-cases: print the planned cases (op, device, dtype, checks) and their counts to stdout
+  // instead of running them; no report is written.
+  bool list_cases = false;
   reports::FailPolicy fail_on;     // --fail-on (recorded in the report)
   std::string command;             // the command line, for the report
 };
@@ -43,6 +50,9 @@ struct RunOutcome {
   bool load_failed = false;  // the library could not be loaded at all
   size_t planned_cases = 0;  // cases this run (shard) planned: 0 means the filters matched nothing
   int stop_signal = 0;       // SIGINT or SIGTERM when the run was interrupted (report.info.interrupted)
+  // --ops patterns that name no operator of the library (or the reference): a usage error, and
+  // nothing ran.
+  std::vector<std::string> unmatched_ops;
 };
 
 // Runs the request.

@@ -1,8 +1,8 @@
 // Console output of a run: on a terminal, one progress line redrawn in place (cases done of
 // total, failures so far, rate, ETA, and the check running longest with its time); otherwise a
 // plain line per finished case that did not pass, a line every tenth of the cases, and a "still
-// running" line when a check has run 10 s, 20 s, 40 s, ... Colour only on a terminal and never when NO_COLOR is set
-// (https://no-color.org). At the end, a summary with counts per outcome, the untested cases with
+// running" line when a check has run 10 s, 20 s, 40 s, ... Colour on a terminal or when FORCE_COLOR is set
+// (force-color.org), never when NO_COLOR is set (https://no-color.org); --color overrides both. At the end, a summary with counts per outcome, the untested cases with
 // their reasons, the ops the library offers without a backward ("inference only"), and PASS or
 // FAIL by the report's FailPolicy.
 #pragma once
@@ -20,11 +20,12 @@ namespace opconform::reports {
 struct ConsoleOptions {
   bool terminal = false;  // redraw a progress bar in place
   bool color = false;     // ANSI colours
-  bool quiet = false;     // only the summary
+  bool quiet = false;     // no header or progress: the results that fail the run, the summary, the verdict
   // What counts as failing ("N failing", FAIL at the end): the run's --fail-on.
   FailPolicy fail_on;
 };
-// The options for `stream`: terminal when isatty, colour when a terminal and NO_COLOR is unset or empty.
+// The options for `stream`: terminal when isatty; colour when NO_COLOR is unset or empty and either
+// `stream` is a terminal or FORCE_COLOR is set (not empty, not "0").
 ConsoleOptions console_options_for(std::FILE* stream);
 
 // A library's string (a name, a message) made safe for a terminal (Note [Library strings are

@@ -57,6 +57,8 @@ struct RunInfo {
   uint64_t seed = 0;                // 0: each case's fixed seed
   int samples = 0;                  // generated samples per case and check
   std::string shard;                // "2/4", or "" when the run was not sharded (merge: "merged")
+  // What gave the shard: "--shard", "slurm SLURM_ARRAY_TASK_ID=3" ("" when unsharded, and merged).
+  std::string shard_source;
   FailPolicy fail_on;               // what fails this run (--fail-on)
   // The worker sandbox's active layers, in words ("" when nothing ran in workers: --jobs 0, or
   // the bundled reference in this process).
@@ -68,7 +70,11 @@ struct RunInfo {
 };
 
 struct Report {
-  static constexpr int kSchemaVersion = 1;
+  // The layout of report.json (reports/README.md lists the versions): raised when a field is
+  // added, so that a reader knows what it may find. report_from_json reads every version from
+  // kOldestSchemaVersion on, a field an older file lacks taking its default.
+  static constexpr int kSchemaVersion = 2;
+  static constexpr int kOldestSchemaVersion = 1;
   RunInfo info;
   double seconds = 0;               // wall time of the whole run
   std::vector<CaseResult> results;  // in run order

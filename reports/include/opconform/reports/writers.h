@@ -10,10 +10,12 @@
 
 namespace opconform::reports {
 
-// JSON, the stored form (schema: reports/schema/report.schema.json, "schema_version": 1).
+// JSON, the stored form (schema: reports/schema/report.schema.json, "schema_version":
+// Report::kSchemaVersion).
 std::string to_json(const Report& report);
 // Reads to_json's output back; throws opconform::Error naming what is wrong (and where) for
-// malformed JSON, a missing field, a wrong type, an unknown outcome or another schema_version.
+// malformed JSON, a missing field, a wrong type, an unknown outcome or a schema_version outside
+// [Report::kOldestSchemaVersion, Report::kSchemaVersion].
 Report report_from_json(std::string_view text);
 // One result as a single JSON line (the object to_json writes per result): the harness's worker
 // processes send their results this way, so the two forms cannot drift apart.
@@ -21,16 +23,20 @@ std::string result_to_json_line(const CaseResult& result);
 CaseResult result_from_json_line(std::string_view line);
 
 // JUnit XML: one <testsuite> per op, one <testcase> per op x check x device x dtype
-// (name "check[device,dtype]") and one per untested case ("untested[device,dtype]"). A result is
+// (name "check[device,dtype]", classname the op: the same in every run, no seed, time or index
+// in it) and one per untested case ("untested[device,dtype]"); each suite's <properties> say what
+// the run was (library, opconform_version, seed, samples, command, shard, fail_on). A result is
 // <failure> (<error> when crashed or timed_out) exactly when report.info.fail_on makes it fail
 // the run, else <skipped> with its message (passed: no child): the XML and the exit status agree.
 std::string to_junit(const Report& report);
-// Markdown summary: totals per outcome, a table op x outcome counts, every non-passing result with
-// its message, minimal input and repro line.
+// Markdown summary: totals per outcome, the op x check matrix (worst outcome per cell), every
+// non-passing result with its message, minimal input and repro line, identical failures grouped
+// (Note [Grouped failures] in detail/summary.h).
 std::string to_markdown(const Report& report);
-// One self-contained HTML file (no external scripts, styles or fonts): a matrix of ops x checks
-// coloured by outcome, filters (outcome, op text, device, dtype), each failure with its message,
-// minimal input and repro line.
+// One self-contained HTML file (no external scripts, styles or fonts): the summary, a matrix of
+// ops x checks coloured by outcome and the failures (grouped, each with its message, minimal
+// input and repro line) as static markup, readable with JavaScript off; a script adds filters
+// (outcome, op text, device, dtype).
 std::string to_html(const Report& report);
 
 // Writes `content` to `path` through a temporary file in the same directory and a rename (parents
