@@ -157,6 +157,79 @@ reports::ReportPaths report_paths(const RunRequest& request) {
   return {request.report_dir, request.json, request.junit, request.markdown, request.html};
 }
 
+namespace {
+
+// The report header's fields that the request alone decides.
+reports::RunInfo run_info(const RunRequest& request) {
+  reports::RunInfo info;
+  info.tool_version = OPCONFORM_VERSION;
+  info.command = request.command;
+  info.started_at = utc_now();
+  info.samples = request.plan.samples;
+  info.seed = request.plan.seed.value_or(0);
+  info.against = request.against_reference ? "reference" : "";
+  info.fail_on = request.fail_on;
+  if (request.plan.shard.count > 1) {
+    info.shard = std::to_string(request.plan.shard.index) + "/" + std::to_string(request.plan.shard.count);
+    info.shard_source = request.plan.shard.source;
+  }
+  return info;
+}
+
+// What the probe learnt of the library (Note [No plugin code in the harness]), and the start of
+// every repro line.
+struct ProbedLibrary {
+  std::optional<adapters::LibraryManifest> manifest;  // none for the reference, or when it did not load
+  std::vector<reports::CaseResult> load_results;      // the load's failure or per-op problems
+  bool load_failed = false;
+  std::string repro_prefix = "opconform run";
+};
+
+ProbedLibrary probe_requested_library(const RunRequest& request, const Registry& reference,
+                                      const SandboxOptions& sandbox, reports::RunInfo& info) {
+  ProbedLibrary out;
+  if (request.library.empty()) {
+    info.library = "reference";
+  } else {
+    // Absolute, so that a repro line replays from any directory (the report folder is often not
+    // where the run started).
+    const std::string library = std::filesystem::absolute(request.library).lexically_normal().string();
+    info.library_path = library;
+    info.library = request.library;
+    out.repro_prefix =
+        "opconform check --library " + quoted(library) + (request.against_reference ? "" : " --against none");
+    // The options choose what the plugin loads: a repro line without them checks something else.
+    for (const auto& option : request.plugin_options) {
+      const std::string text = adapters::format_plugin_option(option);
+      info.library_options.push_back(text);
+      out.repro_prefix += " --plugin-option " + quoted(text);
+    }
+    ProbeResult probe = probe_library(request.library, reference, request.timeout_s, sandbox, request.plugin_options);
+    // Load results belong to shard 0 only (so shard reports merge), and to the ops --ops names.
+    out.load_failed = probe.failure.has_value();
+    if (probe.failure) {
+      // The report still says what happened; nothing else can run.
+      if (request.plan.shard.index == 0) out.load_results.push_back(*probe.failure);
+    } else {
+      out.manifest = std::move(probe.manifest);
+      info.library = out.manifest->name + (out.manifest->version.empty() ? "" : " " + out.manifest->version);
+      const NameFilter ops(request.plan.ops);
+      for (const auto& p : out.manifest->problems) {
+        if (request.plan.shard.index == 0 && ops.matches(p.op))
+          out.load_results.push_back({p.op, "load", "", "", reports::Outcome::failed, p.message, "", {}, 0});
+      }
+    }
+  }
+  if (request.plan.samples != 50) out.repro_prefix += " --samples " + std::to_string(request.plan.samples);
+  // The samples depend on the tier: a repro line must ask for the same one.
+  if (request.plan.large_percent) out.repro_prefix += " --large-percent " + std::to_string(*request.plan.large_percent);
+  if (request.plan.large_max_numel)
+    out.repro_prefix += " --large-max-numel " + std::to_string(*request.plan.large_max_numel);
+  return out;
+}
+
+}  // namespace
+
 RunOutcome run_conformance(const RunRequest& request) {
   const auto start = std::chrono::steady_clock::now();
   // Opened first: reports that cannot be written fail the run before anything ran.
@@ -169,58 +242,15 @@ RunOutcome run_conformance(const RunRequest& request) {
   if (!request.library.empty() && request.jobs > 0) not_dumpable.emplace();
   RunOutcome outcome;
   reports::Report& report = outcome.report;
-  report.info.tool_version = OPCONFORM_VERSION;
-  report.info.command = request.command;
-  report.info.started_at = utc_now();
-  report.info.samples = request.plan.samples;
-  report.info.seed = request.plan.seed.value_or(0);
-  report.info.against = request.against_reference ? "reference" : "";
-  report.info.fail_on = request.fail_on;
-  if (request.plan.shard.count > 1)
-    report.info.shard = std::to_string(request.plan.shard.index) + "/" + std::to_string(request.plan.shard.count);
-  if (request.plan.shard.count > 1) report.info.shard_source = request.plan.shard.source;
+  report.info = run_info(request);
 
   Registry reference;
   auto registration = reference::register_reference_ops(reference);
-  std::optional<adapters::LibraryManifest> manifest;
-  std::vector<reports::CaseResult> load_results;
-  std::string repro_prefix = "opconform run";
-  if (!request.library.empty()) {
-    // Absolute, so that a repro line replays from any directory (the report folder is often not
-    // where the run started).
-    const std::string library = std::filesystem::absolute(request.library).lexically_normal().string();
-    report.info.library_path = library;
-    report.info.library = request.library;
-    repro_prefix = "opconform check --library " + quoted(library) + (request.against_reference ? "" : " --against none");
-    // The options choose what the plugin loads: a repro line without them checks something else.
-    for (const auto& option : request.plugin_options) {
-      const std::string text = adapters::format_plugin_option(option);
-      report.info.library_options.push_back(text);
-      repro_prefix += " --plugin-option " + quoted(text);
-    }
-    ProbeResult probe = probe_library(request.library, reference, request.timeout_s, sandbox, request.plugin_options);
-    // Load results belong to shard 0 only (so shard reports merge), and to the ops --ops names.
-    outcome.load_failed = probe.failure.has_value();
-    if (probe.failure) {
-      // The report still says what happened; nothing else can run.
-      if (request.plan.shard.index == 0) load_results.push_back(*probe.failure);
-    } else {
-      manifest = std::move(probe.manifest);
-      report.info.library = manifest->name + (manifest->version.empty() ? "" : " " + manifest->version);
-      const NameFilter ops(request.plan.ops);
-      for (const auto& p : manifest->problems) {
-        if (request.plan.shard.index == 0 && ops.matches(p.op))
-          load_results.push_back({p.op, "load", "", "", reports::Outcome::failed, p.message, "", {}, 0});
-      }
-    }
-  } else {
-    report.info.library = "reference";
-  }
-  if (request.plan.samples != 50) repro_prefix += " --samples " + std::to_string(request.plan.samples);
-  // The samples depend on the tier: a repro line must ask for the same one.
-  if (request.plan.large_percent) repro_prefix += " --large-percent " + std::to_string(*request.plan.large_percent);
-  if (request.plan.large_max_numel)
-    repro_prefix += " --large-max-numel " + std::to_string(*request.plan.large_max_numel);
+  ProbedLibrary probed = probe_requested_library(request, reference, sandbox, report.info);
+  outcome.load_failed = probed.load_failed;
+  const std::optional<adapters::LibraryManifest>& manifest = probed.manifest;
+  std::vector<reports::CaseResult>& load_results = probed.load_results;
+  const std::string& repro_prefix = probed.repro_prefix;
 
   std::vector<PlannedCase> cases;
   const bool loadable = request.library.empty() || manifest.has_value();
