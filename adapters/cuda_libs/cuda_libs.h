@@ -14,20 +14,20 @@
 #include <vector>
 
 #include "opconform/plugin.h"
+#include "opconform/plugin_args.hpp"
 
 namespace opc_cudalibs {
 
-using Dims = std::vector<int64_t>;
-
 // ---- errors ----------------------------------------------------------------------------------
 
-// What a kernel throws; `guarded` turns it into the status and "<op>: <message>".
-struct KernelError : std::runtime_error {
-  OpcStatus status;
-  KernelError(OpcStatus s, const std::string& message) : std::runtime_error(message), status(s) {}
-};
-[[noreturn]] void not_implemented(const std::string& message);
-[[noreturn]] void invalid_argument(const std::string& message);
+// What a kernel throws (`guarded` turns it into the status and "<op>: <message>") and the
+// argument readers: opconform/plugin_args.hpp.
+using opc::contiguous_strides;
+using opc::Dims;
+using opc::invalid_argument;
+using opc::KernelError;
+using opc::not_implemented;
+using opc::shape_string;
 // A failing library call: its status string, and the status a host understands (cuDNN's
 // NOT_SUPPORTED is OPC_NOT_IMPLEMENTED, BAD_PARAM OPC_INVALID_ARGUMENT, allocation failures
 // OPC_OUT_OF_MEMORY, the rest OPC_ERROR).
@@ -90,31 +90,23 @@ struct Tensor {
   Tensor reshaped_contiguous(const Dims& to) const;  // a contiguous tensor seen with other sizes
 };
 
-Dims contiguous_strides(const Dims& shape);
 bool is_contiguous(const Tensor& t);
 // Strides equal where they matter (dims of size > 1): the same element order in memory.
 bool same_layout(const Tensor& t, const Dims& strides);
 // TensorIterator's output strides for one input: dense, in the input's memory order.
 Dims elementwise_strides(const Tensor& t);
-std::string shape_string(const Dims& shape);
 
 // ---- one call --------------------------------------------------------------------------------
 
 // A kernel's view of one boxed call: typed reads of its arguments (each failure names the
 // argument) and device tensors from the host (outputs, scratch freed after the call).
-class Call {
+class Call : public opc::Args {
  public:
   Call(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns, int64_t num_returns);
   const char* op() const { return ctx_->op_name != nullptr ? ctx_->op_name : "cuda_libs"; }
-  int64_t num_args() const { return num_args_; }
   int64_t num_returns() const { return num_returns_; }
 
-  bool is_none(int64_t i) const;
   Tensor tensor(int64_t i, const char* name) const;  // on the GPU, of a dtype this plugin knows
-  double scalar(int64_t i, const char* name) const;  // int, float or bool (complex refused)
-  int64_t integer(int64_t i, const char* name) const;
-  bool boolean(int64_t i, const char* name) const;
-  Dims int_list(int64_t i, const char* name) const;
 
   Tensor output(int64_t ret, DType type, const Dims& shape, const Dims& strides);
   Tensor output(int64_t ret, DType type, const Dims& shape) { return output(ret, type, shape, contiguous_strides(shape)); }
@@ -125,11 +117,8 @@ class Call {
   void* workspace(size_t bytes);
 
  private:
-  const OpcValue& arg(int64_t i, const char* name) const;
   Tensor make(DType type, const Dims& shape, const Dims& strides, OpcDLManagedTensorVersioned** managed);
   const OpcCallContext* ctx_;
-  const OpcValue* args_;
-  int64_t num_args_;
   OpcValue* returns_;
   int64_t num_returns_;
 };

@@ -11,9 +11,6 @@ namespace opc_cudalibs {
 
 // ---- errors ----------------------------------------------------------------------------------
 
-void not_implemented(const std::string& message) { throw KernelError(OPC_NOT_IMPLEMENTED, message); }
-void invalid_argument(const std::string& message) { throw KernelError(OPC_INVALID_ARGUMENT, message); }
-
 void check_cuda(cudaError_t status, const std::string& what) {
   if (status == cudaSuccess) return;
   const OpcStatus s = status == cudaErrorMemoryAllocation ? OPC_OUT_OF_MEMORY : OPC_ERROR;
@@ -168,16 +165,6 @@ Tensor Tensor::reshaped_contiguous(const Dims& to) const {
   return v;
 }
 
-Dims contiguous_strides(const Dims& shape) {
-  Dims s(shape.size());
-  int64_t next = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    s[i] = next;
-    next *= std::max<int64_t>(shape[i], 1);
-  }
-  return s;
-}
-
 bool same_layout(const Tensor& t, const Dims& strides) {
   for (int d = 0; d < t.ndim(); ++d)
     if (t.size(d) > 1 && t.stride(d) != strides[static_cast<size_t>(d)]) return false;
@@ -219,25 +206,12 @@ Dims elementwise_strides(const Tensor& t) {
   return strides;
 }
 
-std::string shape_string(const Dims& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // ---- one call --------------------------------------------------------------------------------
 
 Call::Call(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns, int64_t num_returns)
-    : ctx_(ctx), args_(args), num_args_(num_args), returns_(returns), num_returns_(num_returns) {
+    : opc::Args(args, num_args), ctx_(ctx), returns_(returns), num_returns_(num_returns) {
   for (int64_t i = 0; i < num_returns_; ++i) returns_[i].tag = OPC_TAG_NONE;
 }
-
-const OpcValue& Call::arg(int64_t i, const char* name) const {
-  if (i < 0 || i >= num_args_) invalid_argument(std::string("argument '") + name + "' is missing");
-  return args_[i];
-}
-
-bool Call::is_none(int64_t i) const { return i >= num_args_ || args_[i].tag == OPC_TAG_NONE; }
 
 Tensor Call::tensor(int64_t i, const char* name) const {
   const OpcValue& v = arg(i, name);
@@ -254,38 +228,6 @@ Tensor Call::tensor(int64_t i, const char* name) const {
     if (s < 0) not_implemented(std::string("argument '") + name + "' has a negative stride");
   t.data = static_cast<char*>(d.data) + d.byte_offset;
   return t;
-}
-
-double Call::scalar(int64_t i, const char* name) const {
-  const OpcValue& v = arg(i, name);
-  if (v.tag == OPC_TAG_INT) return static_cast<double>(v.u.i);
-  if (v.tag == OPC_TAG_DOUBLE) return v.u.d;
-  if (v.tag == OPC_TAG_BOOL) return v.u.b != 0 ? 1.0 : 0.0;
-  if (v.tag == OPC_TAG_COMPLEX) not_implemented(std::string("argument '") + name + "' is complex");
-  invalid_argument(std::string("argument '") + name + "' is not a number");
-}
-
-int64_t Call::integer(int64_t i, const char* name) const {
-  const OpcValue& v = arg(i, name);
-  if (v.tag != OPC_TAG_INT) invalid_argument(std::string("argument '") + name + "' is not an int");
-  return v.u.i;
-}
-
-bool Call::boolean(int64_t i, const char* name) const {
-  const OpcValue& v = arg(i, name);
-  if (v.tag != OPC_TAG_BOOL) invalid_argument(std::string("argument '") + name + "' is not a bool");
-  return v.u.b != 0;
-}
-
-Dims Call::int_list(int64_t i, const char* name) const {
-  const OpcValue& v = arg(i, name);
-  if (v.tag != OPC_TAG_LIST) invalid_argument(std::string("argument '") + name + "' is not a list");
-  Dims out;
-  for (int64_t k = 0; k < v.u.list.size; ++k) {
-    if (v.u.list.items[k].tag != OPC_TAG_INT) invalid_argument(std::string("argument '") + name + "' holds a non-int");
-    out.push_back(v.u.list.items[k].u.i);
-  }
-  return out;
 }
 
 Tensor Call::make(DType type, const Dims& shape, const Dims& strides, OpcDLManagedTensorVersioned** managed) {

@@ -8,9 +8,6 @@
 
 namespace opc_onednn {
 
-void not_implemented(const std::string& message) { throw KernelError(OPC_NOT_IMPLEMENTED, message); }
-void invalid_argument(const std::string& message) { throw KernelError(OPC_INVALID_ARGUMENT, message); }
-
 void set_call_error(const OpcCallContext* ctx, const std::string& message) {
   const std::string text = std::string(ctx->op_name ? ctx->op_name : "onednn") + ": " + message;
   ctx->set_error(ctx->host, text.c_str());
@@ -157,16 +154,6 @@ int64_t Tensor::numel() const {
   return n;
 }
 
-Dims contiguous_strides(const Dims& shape) {
-  Dims strides(shape.size());
-  int64_t s = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    strides[i] = s;
-    s *= std::max<int64_t>(shape[i], 1);
-  }
-  return strides;
-}
-
 Dims channels_last_strides(const Dims& shape) {
   // Order, fastest first: C, then the spatial dims from the last, then N.
   Dims strides(shape.size());
@@ -304,29 +291,16 @@ Tensor expanded(const Tensor& t, const Dims& shape) {
   return r;
 }
 
-std::string shape_string(const Dims& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // ---- one call --------------------------------------------------------------------------------
 
 Call::Call(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns, int64_t num_returns)
-    : ctx_(ctx), args_(args), num_args_(num_args), returns_(returns), num_returns_(num_returns) {
+    : opc::Args(args, num_args), ctx_(ctx), returns_(returns), num_returns_(num_returns) {
   for (int64_t i = 0; i < num_returns; ++i) {
     returns[i].tag = OPC_TAG_NONE;
     returns[i].reserved = 0;
     returns[i].u.i = 0;
   }
 }
-
-const OpcValue& Call::arg(int64_t i, const char* name) const {
-  if (i >= num_args_) invalid_argument(std::string("argument '") + name + "' is missing");
-  return args_[i];
-}
-
-bool Call::is_none(int64_t i) const { return i >= num_args_ || args_[i].tag == OPC_TAG_NONE; }
 
 Tensor Call::tensor(int64_t i, const char* name) const {
   const OpcValue& v = arg(i, name);
@@ -362,64 +336,6 @@ std::vector<Tensor> Call::tensor_list(int64_t i, const char* name) const {
     r.push_back(view.tensor(k, item.c_str()));
   }
   return r;
-}
-
-double Call::scalar(int64_t i, const char* name) const {
-  const OpcValue& v = arg(i, name);
-  switch (v.tag) {
-    case OPC_TAG_DOUBLE: return v.u.d;
-    case OPC_TAG_INT: return static_cast<double>(v.u.i);
-    case OPC_TAG_BOOL: return v.u.b;
-    case OPC_TAG_COMPLEX: not_implemented(std::string("argument '") + name + "' is complex: oneDNN has no complex type");
-    default: invalid_argument(std::string("argument '") + name + "' must be a number");
-  }
-}
-
-std::optional<double> Call::optional_scalar(int64_t i, const char* name) const {
-  if (is_none(i)) return std::nullopt;
-  return scalar(i, name);
-}
-
-int64_t Call::integer(int64_t i, const char* name) const {
-  const OpcValue& v = arg(i, name);
-  if (v.tag == OPC_TAG_INT) return v.u.i;
-  if (v.tag == OPC_TAG_BOOL) return v.u.b;
-  invalid_argument(std::string("argument '") + name + "' must be an int");
-}
-
-std::optional<int64_t> Call::optional_integer(int64_t i, const char* name) const {
-  if (is_none(i)) return std::nullopt;
-  return integer(i, name);
-}
-
-bool Call::boolean(int64_t i, const char* name) const {
-  const OpcValue& v = arg(i, name);
-  if (v.tag == OPC_TAG_BOOL) return v.u.b != 0;
-  if (v.tag == OPC_TAG_INT) return v.u.i != 0;
-  invalid_argument(std::string("argument '") + name + "' must be a bool");
-}
-
-Dims Call::int_list(int64_t i, const char* name) const {
-  const OpcValue& v = arg(i, name);
-  if (v.tag == OPC_TAG_INT) return {v.u.i};  // int[2] given as one int
-  if (v.tag != OPC_TAG_LIST) invalid_argument(std::string("argument '") + name + "' must be a list of ints");
-  Dims r;
-  for (int64_t k = 0; k < v.u.list.size; ++k) {
-    if (v.u.list.items[k].tag != OPC_TAG_INT) invalid_argument(std::string("argument '") + name + "' must hold ints");
-    r.push_back(v.u.list.items[k].u.i);
-  }
-  return r;
-}
-
-std::optional<Dims> Call::optional_int_list(int64_t i, const char* name) const {
-  if (is_none(i)) return std::nullopt;
-  return int_list(i, name);
-}
-
-std::string Call::string(int64_t i, const char* name) const {
-  const OpcValue& v = arg(i, name);
-  if (v.tag != OPC_TAG_STRING) invalid_argument(std::string("argument '") + name + "' must be a string");
-  return std::string(v.u.s.data, static_cast<size_t>(v.u.s.size));
 }
 
 Tensor Call::make(DLDataType type, const Dims& shape, const Dims& strides, OpcDLManagedTensorVersioned** managed) {

@@ -13,21 +13,18 @@
 
 #include "oneapi/dnnl/dnnl.hpp"
 #include "opconform/plugin.h"
+#include "opconform/plugin_args.hpp"
 
 namespace opc_onednn {
 
 using dt = dnnl::memory::data_type;
-using Dims = std::vector<int64_t>;
-
-// ---- errors ----------------------------------------------------------------------------------
-
-// What a kernel throws; `guarded` turns it into the status and the call's message.
-struct KernelError : std::runtime_error {
-  OpcStatus status;
-  KernelError(OpcStatus s, const std::string& message) : std::runtime_error(message), status(s) {}
-};
-[[noreturn]] void not_implemented(const std::string& message);
-[[noreturn]] void invalid_argument(const std::string& message);
+// The errors a kernel throws and the argument readers: opconform/plugin_args.hpp.
+using opc::contiguous_strides;
+using opc::Dims;
+using opc::invalid_argument;
+using opc::KernelError;
+using opc::not_implemented;
+using opc::shape_string;
 
 // Runs body, turning every exception into a status and ctx->set_error("<op>: <message>"):
 // KernelError keeps its status, dnnl::error maps unimplemented -> OPC_NOT_IMPLEMENTED,
@@ -73,7 +70,6 @@ struct Tensor {
   int64_t size(int d) const { return shape[static_cast<size_t>(d)]; }
 };
 
-Dims contiguous_strides(const Dims& shape);
 Dims channels_last_strides(const Dims& shape);  // 4-d and 5-d
 bool is_contiguous(const Tensor& t);
 bool is_non_overlapping_and_dense(const Tensor& t);
@@ -87,31 +83,21 @@ Dims broadcast_shape(const Tensor& a, const char* a_name, const Tensor& b, const
 Tensor permuted(const Tensor& t, const std::vector<int>& perm);
 // t's view over `shape` (same or more dims, aligned from the right), stride 0 where it broadcasts.
 Tensor expanded(const Tensor& t, const Dims& shape);
-std::string shape_string(const Dims& shape);
 
 // ---- one call --------------------------------------------------------------------------------
 
 // A kernel's view of one boxed call: typed reads of its arguments (each failure names the
 // argument), its outputs and scratch tensors from the host.
-class Call {
+// The call's arguments (numbers, lists, strings: opc::Args) and its tensors as oneDNN sees them.
+class Call : public opc::Args {
  public:
   Call(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns, int64_t num_returns);
   const char* op() const { return ctx_->op_name ? ctx_->op_name : "onednn"; }
-  int64_t num_args() const { return num_args_; }
   int64_t num_returns() const { return num_returns_; }
 
-  bool is_none(int64_t i) const;
   Tensor tensor(int64_t i, const char* name) const;
   std::optional<Tensor> optional_tensor(int64_t i, const char* name) const;
   std::vector<Tensor> tensor_list(int64_t i, const char* name) const;
-  double scalar(int64_t i, const char* name) const;  // int, float or bool; complex refused
-  std::optional<double> optional_scalar(int64_t i, const char* name) const;
-  int64_t integer(int64_t i, const char* name) const;
-  std::optional<int64_t> optional_integer(int64_t i, const char* name) const;
-  bool boolean(int64_t i, const char* name) const;
-  Dims int_list(int64_t i, const char* name) const;
-  std::optional<Dims> optional_int_list(int64_t i, const char* name) const;
-  std::string string(int64_t i, const char* name) const;
 
   // A new tensor, returned as return `ret` (PyTorch's layout is the caller's choice of strides).
   Tensor output(int64_t ret, dt type, const Dims& shape, const Dims& strides);
@@ -123,11 +109,8 @@ class Call {
   Tensor scratch(dt type, const Dims& shape) { return scratch(type, shape, contiguous_strides(shape)); }
 
  private:
-  const OpcValue& arg(int64_t i, const char* name) const;
   Tensor make(DLDataType type, const Dims& shape, const Dims& strides, OpcDLManagedTensorVersioned** managed);
   const OpcCallContext* ctx_;
-  const OpcValue* args_;
-  int64_t num_args_;
   OpcValue* returns_;
   int64_t num_returns_;
 };

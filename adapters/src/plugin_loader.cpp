@@ -194,9 +194,9 @@ class PluginLibrary final : public LoadedLibrary {
     }
     OpData data = detail::op_data_from_spec(*spec, state.schema, *registry->get(op).data(), name_);
     if (fields.has_dtypes) state.dtypes = data.constraints.dtypes;
-    state.declared.sample_builder = state.declared.sample_builder || static_cast<bool>(data.sample_builder);
-    state.declared.constraints = state.declared.constraints || !data.constraints.args.empty() ||
-                                 !data.constraints.relations.empty();
+    // What the plugin said, not what the op's data holds (a reference op's data has the reference's).
+    state.declared.sample_builder = state.declared.sample_builder || fields.has_builder;
+    state.declared.constraints = state.declared.constraints || fields.has_constraints;
     if (!state.defined_from_reference) registry->set_op_data(op, std::move(data));
     else if (fields.has_dtypes) declare_dtypes_list(op, *state.dtypes);
     if (reference_fake && !state.declared.reference_fake) {

@@ -77,10 +77,11 @@ OpSpecFields read_op_spec(const OpcOpSpec* spec) {
   f.op = spec->op_name;
   f.has_dtypes = OPC_SPEC_HAS(*spec, num_dtypes) && spec->num_dtypes != 0;
   f.flags = OPC_SPEC_HAS(*spec, flags) ? spec->flags : 0;
-  f.has_data = (OPC_SPEC_HAS(*spec, num_args) && spec->num_args != 0) ||
-               (OPC_SPEC_HAS(*spec, num_relations) && spec->num_relations != 0) ||
+  f.has_builder = OPC_SPEC_HAS(*spec, sample_builder) && spec->sample_builder != nullptr;
+  f.has_constraints = (OPC_SPEC_HAS(*spec, num_args) && spec->num_args != 0) ||
+                      (OPC_SPEC_HAS(*spec, num_relations) && spec->num_relations != 0);
+  f.has_data = f.has_builder || f.has_constraints ||
                (OPC_SPEC_HAS(*spec, num_tolerances) && spec->num_tolerances != 0) ||
-               (OPC_SPEC_HAS(*spec, sample_builder) && spec->sample_builder != nullptr) ||
                (f.flags & (OPC_OP_ADDRESSES_STORAGE | OPC_OP_LAYOUT_QUERY)) != 0;
   constexpr uint64_t kKnownFlags = OPC_OP_ADDRESSES_STORAGE | OPC_OP_LAYOUT_QUERY | OPC_OP_REFERENCE_FAKE;
   OPCONFORM_CHECK((f.flags & ~kKnownFlags) == 0, ErrorCode::kRegistration, "declare_op '", f.op, "': unknown flags 0x",

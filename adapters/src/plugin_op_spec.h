@@ -13,6 +13,7 @@ namespace opconform::adapters::detail {
 struct OpSpecFields {
   std::string op;
   bool has_dtypes = false, has_data = false;  // dtypes given; constraints, tolerances or a builder given
+  bool has_builder = false, has_constraints = false;  // a sample builder; argument constraints or relations
   uint64_t flags = 0;
 };
 

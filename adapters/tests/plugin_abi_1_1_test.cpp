@@ -201,6 +201,12 @@ OpcStatus register_declaring(const OpcRegistrar* r) {
   relu.version = OPC_PLUGIN_ABI_VERSION, relu.size = sizeof(OpcOpSpec), relu.op_name = "aten::relu";
   relu.flags = OPC_OP_REFERENCE_FAKE, relu.dtypes = &kF32, relu.num_dtypes = 1;
   if (s == OPC_OK) s = r->declare_op(r->host, &relu);
+  // A reference op with a sample builder of the reference's: the plugin narrows its dtypes only.
+  if (s == OPC_OK) s = r->impl(r->host, "aten::gather", OPC_KERNEL_CPU, relu_contiguous, nullptr);
+  OpcOpSpec gather{};
+  gather.version = OPC_PLUGIN_ABI_VERSION, gather.size = sizeof(OpcOpSpec), gather.op_name = "aten::gather";
+  gather.dtypes = &kF32, gather.num_dtypes = 1;
+  if (s == OPC_OK) s = r->declare_op(r->host, &gather);
   (void)r->impl(r->host, "aten::neg", OPC_KERNEL_CPU, relu_contiguous, nullptr);
   OpcOpSpec neg{};
   neg.version = OPC_PLUGIN_ABI_VERSION, neg.size = sizeof(OpcOpSpec), neg.op_name = "aten::neg";
@@ -253,6 +259,11 @@ TEST(PluginAbi11, TheReferencesFakeKernelAnswersFakeCalls) {
   EXPECT_TRUE(d.lib->declared("aten::relu").reference_fake);
   EXPECT_FALSE(d.lib->has_kernel("aten::neg", OPC_KERNEL_FAKE));
   EXPECT_EQ(d.lib->declared_dtypes("aten::relu"), std::vector<DType>{DType::Float32});
+  // The reference's builder is the reference's, not declared by the plugin (list shows what the
+  // plugin declared).
+  EXPECT_TRUE(static_cast<bool>(d.registry.get("aten::gather").data()->sample_builder));
+  EXPECT_FALSE(d.lib->declared("aten::gather").sample_builder);
+  EXPECT_EQ(d.lib->declared_dtypes("aten::gather"), std::vector<DType>{DType::Float32});
   // A transposed input: PyTorch's relu keeps its layout, which the reference's fake kernel says.
   FakeTensorMode mode;
   FakeTensorModeGuard guard(mode);
