@@ -830,17 +830,18 @@ OpcStatus backward_kernel(const OpcCallContext* ctx, const OpcValue* args, int64
 
 // ---------------------------------------------------------------- registration
 
+bool holds_tensor(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::TensorType) return true;
+  if (t->kind() == c10::TypeKind::OptionalType)
+    return t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType;
+  if (t->kind() == c10::TypeKind::ListType)
+    return t->castRaw<c10::ListType>()->getElementType()->kind() == c10::TypeKind::TensorType;
+  return false;
+}
+
 bool has_tensor_argument(const c10::FunctionSchema& schema) {
-  for (const auto& a : schema.arguments()) {
-    const c10::TypePtr& t = a.type();
-    if (t->kind() == c10::TypeKind::TensorType) return true;
-    if (t->kind() == c10::TypeKind::OptionalType &&
-        t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType)
-      return true;
-    if (t->kind() == c10::TypeKind::ListType &&
-        t->castRaw<c10::ListType>()->getElementType()->kind() == c10::TypeKind::TensorType)
-      return true;
-  }
+  for (const auto& a : schema.arguments())
+    if (holds_tensor(a.type())) return true;
   return false;
 }
 

@@ -106,6 +106,8 @@ OpcStatus backward_kernel(const OpcCallContext* ctx, const OpcValue* args, int64
 
 // ---- schema and dispatcher queries
 
+// Tensor, Tensor? or Tensor[].
+bool holds_tensor(const c10::TypePtr& type);
 bool has_tensor_argument(const c10::FunctionSchema& schema);
 bool has_tensor_return(const c10::FunctionSchema& schema);
 // Ops whose meta call works: a meta kernel, or a composite kernel in the computed table.

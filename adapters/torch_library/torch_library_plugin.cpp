@@ -247,16 +247,8 @@ std::map<c10::OperatorName, std::string, ByName> select_ops(const Options& o) {
 
 bool mentions_tensor(const c10::FunctionSchema& schema) {
   if (bridge::has_tensor_argument(schema)) return true;
-  for (const auto& a : schema.returns()) {
-    const c10::TypePtr& t = a.type();
-    if (t->kind() == c10::TypeKind::TensorType) return true;
-    if (t->kind() == c10::TypeKind::OptionalType &&
-        t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType)
-      return true;
-    if (t->kind() == c10::TypeKind::ListType &&
-        t->castRaw<c10::ListType>()->getElementType()->kind() == c10::TypeKind::TensorType)
-      return true;
-  }
+  for (const auto& a : schema.returns())
+    if (bridge::holds_tensor(a.type())) return true;
   return false;
 }
 
