@@ -69,7 +69,7 @@ class DeviceConsistency final : public Check {
                          "the sample is on the CPU: device_consistency compares another device's kernel with the "
                          "CPU kernel, on that device's cases (--device cuda)");
     }
-    if (!ctx.op.kernel_for(DispatchKey::CPU).valid()) {
+    if (!ctx.op.has_kernel_for(DispatchKey::CPU)) {
       return make_result(name(), Outcome::unsupported,
                          concat("'", ctx.op.name(), "' has a kernel for ", device->to_string(),
                                 " but none for the CPU: there is nothing to compare it with"));

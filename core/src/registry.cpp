@@ -281,6 +281,11 @@ const KernelFunction& OperatorHandle::kernel_for(DispatchKey key) const {
   return entry_->table[static_cast<size_t>(key)];
 }
 
+bool OperatorHandle::has_kernel_for(DispatchKey key) const {
+  const TableSource s = entry_->table_source[static_cast<size_t>(key)];
+  return s != TableSource::Missing && s != TableSource::Skip;
+}
+
 bool OperatorHandle::has_kernel_at(DispatchKey key) const {
   const auto* r = active(entry_->kernels[static_cast<size_t>(key)]);
   return r != nullptr && !r->kernel.is_fallthrough();

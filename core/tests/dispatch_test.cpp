@@ -100,6 +100,11 @@ TEST_F(DispatchTest, MissingBackendErrorNamesOperatorBackendAndKernels) {
                                     "it has kernels for: CPU (registered at core/tests/dispatch_test.cpp:"));
     EXPECT_THAT(e.what(), HasSubstr("Meta (registered at core/tests/dispatch_test.cpp:"));
   }
+  // The table's CUDA entry holds that error kernel: kernel_for is valid, has_kernel_for says no.
+  const OperatorHandle handle = registry.get("t::sin");
+  EXPECT_TRUE(handle.kernel_for(DispatchKey::CUDA).valid());
+  EXPECT_FALSE(handle.has_kernel_for(DispatchKey::CUDA));
+  EXPECT_TRUE(handle.has_kernel_for(DispatchKey::CPU));
 }
 
 TEST_F(DispatchTest, AutogradKeyRunsFirstAndRedispatchesBelow) {
@@ -135,6 +140,7 @@ TEST_F(DispatchTest, CompositeExplicitCoversEveryBackend) {
   op.call(meta_on(Device::meta()));
   op.call(meta_on(Device::cuda(0)));
   EXPECT_EQ(calls, 3);
+  EXPECT_TRUE(registry.get("t::ident").has_kernel_for(DispatchKey::CUDA));
   EXPECT_THAT(registry.get("t::ident").dump_dispatch_table(), HasSubstr("CPU: kernel registered at"));
   EXPECT_THAT(registry.get("t::ident").dump_dispatch_table(), HasSubstr("[CompositeExplicitAutograd]"));
 }

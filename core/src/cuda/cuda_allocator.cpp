@@ -1,5 +1,9 @@
-// CUDA memory through the CUDA runtime (loaded at run time: cuda_runtime.h): cudaMalloc /
-// cudaFree and host<->device copies.
+// CUDA memory through the CUDA runtime (loaded at run time: cuda_runtime.h): stream-ordered
+// allocations from the device's memory pool (cudaMalloc / cudaFree where the runtime or device has
+// none) and host<->device copies.
+#include <array>
+#include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -30,6 +34,35 @@ class DeviceGuard {
   int previous_ = 0;
 };
 
+// Note [Stream-ordered CUDA memory]: a check makes thousands of small tensors per sample (an
+// ATen CUDA stride_invariance case: 38,066 allocations, 103,773 copies), and cudaFree waits for
+// the whole device. So core allocates from the device's default memory pool on the legacy default
+// stream (cudaMallocAsync / cudaFreeAsync): a free waits for nothing, the memory is reused by later
+// work on that stream only (kernels on other blocking streams are ordered with it), and the pool
+// keeps what it holds (release threshold: everything) instead of returning it at each
+// synchronisation. Measured on an H200 with 8 workers: 9% more results in the same time (204 vs
+// 187); what dominates there is the GPU's time slicing between worker processes (Note [One CUDA
+// worker per GPU]). OPCONFORM_CUDA_ALLOCATOR=plain restores cudaMalloc / cudaFree (to compare,
+// or for a driver without memory pools, which is detected).
+bool use_memory_pool(int device) {
+  static std::mutex mutex;
+  static std::array<int8_t, 64> state{};  // 0 unknown, 1 pool, -1 plain
+  if (device < 0 || device >= static_cast<int>(state.size())) return false;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (state[device] == 0) {
+    const char* choice = std::getenv("OPCONFORM_CUDA_ALLOCATOR");
+    const auto& r = rt();
+    cudaMemPool_t pool = nullptr;
+    uint64_t keep_all = UINT64_MAX;
+    const bool ok = (choice == nullptr || std::string(choice) != "plain") && r.malloc_async && r.free_async &&
+                    r.device_get_default_mem_pool && r.mem_pool_set_attribute &&
+                    r.device_get_default_mem_pool(&pool, device) == cudaSuccess &&
+                    r.mem_pool_set_attribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all) == cudaSuccess;
+    state[device] = ok ? 1 : -1;
+  }
+  return state[device] == 1;
+}
+
 class CudaAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes, Device device) override {
@@ -38,11 +71,24 @@ class CudaAllocator final : public Allocator {
     if (nbytes == 0) return nullptr;
     DeviceGuard guard(device);
     void* p = nullptr;
-    check(rt().malloc(&p, nbytes), "cudaMalloc");
+    int current = 0;
+    check(rt().get_device(&current), "cudaGetDevice");
+    if (use_memory_pool(current)) {
+      check(rt().malloc_async(&p, nbytes, nullptr), "cudaMallocAsync");
+    } else {
+      check(rt().malloc(&p, nbytes), "cudaMalloc");
+    }
     return p;
   }
   void deallocate(void* data, Device device) override {
-    if (data != nullptr) rt().free(data);
+    if (data == nullptr) return;
+    int index = device.index;
+    if (index < 0 && rt().get_device(&index) != cudaSuccess) index = -1;
+    if (use_memory_pool(index)) {  // decided at the device's first allocation: the same as then
+      rt().free_async(data, nullptr);
+    } else {
+      rt().free(data);
+    }
   }
   void copy_from_host(void* dst, const void* src, size_t n, Device device) override {
     DeviceGuard guard(device);

@@ -7,7 +7,11 @@
 #include "cuda_runtime.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -60,13 +64,76 @@ CudaRuntime load() {
   bind(handle, "cudaMemcpy", r.memcpy, why);
   bind(handle, "cudaDeviceSynchronize", r.device_synchronize, why);
   r.why = why.empty() ? "" : why + " (" + r.library + ")";
+  std::string optional;  // a runtime without them allocates with cudaMalloc / cudaFree
+  bind(handle, "cudaMallocAsync", r.malloc_async, optional);
+  bind(handle, "cudaFreeAsync", r.free_async, optional);
+  bind(handle, "cudaDeviceGetDefaultMemPool", r.device_get_default_mem_pool, optional);
+  bind(handle, "cudaMemPoolSetAttribute", r.mem_pool_set_attribute, optional);
   return r;  // never closed: allocations made through it live until exit
+}
+
+// Note [Tracing the CUDA runtime calls]: OPCONFORM_CUDA_TRACE=1 counts and times every runtime
+// call core makes (allocations, frees, copies by direction and size) and prints the totals to
+// stderr at exit: where a CUDA check spends the harness's time, on machines without perf.
+struct TraceSlot {
+  const char* name;
+  std::atomic<uint64_t> calls{0}, nanos{0}, bytes{0};
+};
+enum TraceKind { kMalloc, kFree, kToDevice, kToHost, kOnDevice, kSmallCopy, kSync, kTraceKinds };
+TraceSlot g_trace[kTraceKinds] = {{"cudaMalloc(Async)"}, {"cudaFree(Async)"}, {"cudaMemcpy host to device"},
+                                  {"cudaMemcpy device to host"}, {"cudaMemcpy device to device"},
+                                  {"  of which copies of <= 16 bytes"}, {"cudaDeviceSynchronize"}};
+CudaRuntime g_real;
+
+struct TraceScope {
+  TraceKind kind;
+  size_t bytes;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  ~TraceScope() {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    for (TraceKind k : {kind, bytes > 0 && bytes <= 16 && kind >= kToDevice && kind <= kOnDevice ? kSmallCopy : kTraceKinds}) {
+      if (k == kTraceKinds) continue;
+      g_trace[k].calls.fetch_add(1, std::memory_order_relaxed);
+      g_trace[k].nanos.fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
+      g_trace[k].bytes.fetch_add(bytes, std::memory_order_relaxed);
+    }
+  }
+};
+
+void print_trace() {
+  std::fprintf(stderr, "opconform CUDA trace (pid %d):\n", static_cast<int>(getpid()));
+  for (const TraceSlot& t : g_trace) {
+    std::fprintf(stderr, "  %-34s %10llu calls %10.3f s %14llu bytes\n", t.name,
+                 static_cast<unsigned long long>(t.calls.load()), static_cast<double>(t.nanos.load()) * 1e-9,
+                 static_cast<unsigned long long>(t.bytes.load()));
+  }
+}
+
+void trace(CudaRuntime& r) {
+  g_real = r;
+  r.malloc = [](void** p, size_t n) { TraceScope s{kMalloc, n}; return g_real.malloc(p, n); };
+  r.free = [](void* p) { TraceScope s{kFree, 0}; return g_real.free(p); };
+  if (r.malloc_async != nullptr && r.free_async != nullptr) {
+    r.malloc_async = [](void** p, size_t n, cudaStream_t st) { TraceScope s{kMalloc, n}; return g_real.malloc_async(p, n, st); };
+    r.free_async = [](void* p, cudaStream_t st) { TraceScope s{kFree, 0}; return g_real.free_async(p, st); };
+  }
+  r.memcpy = [](void* d, const void* src, size_t n, cudaMemcpyKind k) {
+    TraceScope s{k == cudaMemcpyHostToDevice ? kToDevice : k == cudaMemcpyDeviceToHost ? kToHost : kOnDevice, n};
+    return g_real.memcpy(d, src, n, k);
+  };
+  r.device_synchronize = [] { TraceScope s{kSync, 0}; return g_real.device_synchronize(); };
+  std::atexit(print_trace);
 }
 
 }  // namespace
 
 const CudaRuntime& cuda_runtime() {
-  static const CudaRuntime runtime = load();
+  static const CudaRuntime runtime = [] {
+    CudaRuntime r = load();
+    const char* traced = std::getenv("OPCONFORM_CUDA_TRACE");
+    if (r.loaded() && traced != nullptr && *traced != '\0' && std::string(traced) != "0") trace(r);
+    return r;
+  }();
   return runtime;
 }
 

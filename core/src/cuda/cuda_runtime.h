@@ -17,6 +17,12 @@ struct CudaRuntime {
   cudaError_t (*free)(void*) = nullptr;
   cudaError_t (*memcpy)(void*, const void*, size_t, cudaMemcpyKind) = nullptr;
   cudaError_t (*device_synchronize)() = nullptr;
+  // Stream-ordered allocation (CUDA 11.2+; null when the runtime lacks it): Note [Stream-ordered
+  // CUDA memory].
+  cudaError_t (*malloc_async)(void**, size_t, cudaStream_t) = nullptr;
+  cudaError_t (*free_async)(void*, cudaStream_t) = nullptr;
+  cudaError_t (*device_get_default_mem_pool)(cudaMemPool_t*, int) = nullptr;
+  cudaError_t (*mem_pool_set_attribute)(cudaMemPool_t, cudaMemPoolAttr, void*) = nullptr;
   std::string library;  // the file loaded
   std::string why;      // empty when loaded
 

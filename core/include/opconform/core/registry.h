@@ -167,8 +167,12 @@ class OperatorHandle {
 
   // The key set a call with these arguments dispatches on (the thread-local state included).
   DispatchKeySet dispatch_keys(const Stack& stack) const;
-  // The kernel the dispatch table holds for a runtime key (invalid when missing or skipped).
+  // The kernel the dispatch table holds for a runtime key: invalid when skipped, and for a backend
+  // key without a kernel the error kernel that names what the operator has (see has_kernel_for).
   const KernelFunction& kernel_for(DispatchKey key) const;
+  // True when a call dispatched to `key` reaches a kernel (direct, through an alias key or a
+  // fallback), not the missing-kernel error.
+  bool has_kernel_for(DispatchKey key) const;
   // True when a kernel is registered directly at `key` (an alias key counts as itself).
   bool has_kernel_at(DispatchKey key) const;
   // The computed dispatch table, one line per runtime key that is not skipped:
