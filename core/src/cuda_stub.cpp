@@ -12,6 +12,7 @@ bool cuda_fill(void*, const void*, size_t, int64_t, int) { return false; }
 
 namespace cuda {
 bool compiled_with_cuda() { return false; }
+std::optional<std::string> device_fault() { return std::nullopt; }
 int device_count() { return 0; }
 std::string unavailable_reason() { return "opconform was built without CUDA (nvcc not found at configure time)"; }
 }  // namespace cuda

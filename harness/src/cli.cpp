@@ -152,6 +152,12 @@ struct RunFlags {
     app.add_option("--timeout", request.timeout_s, "Seconds a check may run in a worker before it is timed_out")
         ->capture_default_str()
         ->check(kSeconds);
+    app.add_option("--device-jobs", request.device_jobs,
+                   "Workers that may run cases on a GPU at the same time (0: as many as -j); the other workers run "
+                   "the CPU cases meanwhile. Worker processes on one GPU take turns in its time slicing: on an H200, "
+                   "8 workers checked a quarter of what 1 did (README, CUDA)")
+        ->check(CLI::Range(0, 1024))
+        ->capture_default_str();
     app.add_option("--pass-env", request.sandbox.pass_env,
                    "An environment variable the workers keep (repeatable); they keep only PATH, HOME, locale, temp and "
                    "library paths, CUDA_*, OPCONFORM_* and sanitizer options otherwise");

@@ -334,7 +334,7 @@ RunOutcome run_conformance(const RunRequest& request) {
       return repro_line(repro_prefix, r, case_generate_spec(seeds, {r.op, r.device, r.dtype, {}}).seed);
     };
     WorkerOptions options;
-    options.jobs = request.jobs, options.timeout_s = request.timeout_s;
+    options.jobs = request.jobs, options.device_jobs = request.device_jobs, options.timeout_s = request.timeout_s;
     options.keep_going_after_hang = request.keep_going_after_hang, options.sandbox = sandbox;
     options.repro = repro;
     options.stop = [] { return StopSignals::stopped(); };

@@ -1,8 +1,5 @@
 #include "opconform/harness/plan.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <charconv>
 #include <queue>
@@ -74,18 +71,6 @@ int64_t case_cost(const std::vector<std::string>& checks, DType dtype, bool has_
     total += w;
   }
   return total;
-}
-
-// Whether a GPU is usable, asked in a child process: the harness forks its workers later, and a
-// process that has initialised CUDA must not fork (CUDA state is not fork-safe).
-bool cuda_available_in_a_child() {
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return false;
-  if (pid == 0) _exit(cuda::is_available() ? 0 : 1);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 }  // namespace
@@ -222,7 +207,7 @@ void validate(const PlanOptions& options) {
     OPCONFORM_CHECK(d == "cpu" || d == "cuda", ErrorCode::kInvalidArgument, "--device '", d,
                     "': known devices are cpu and cuda");
     // The reason is asked for here only, on the way out: it initialises CUDA in this process.
-    if (d == "cuda" && !cuda_available_in_a_child())
+    if (d == "cuda" && !cuda::is_available_in_a_child())
       throw Error(ErrorCode::kDevice, "--device cuda: CUDA unavailable: " + cuda::unavailable_reason());
   }
   for (const auto& d : options.dtypes)

@@ -2,11 +2,13 @@
 // crash and hang isolation, shards and merge, repro lines, list, doctor, usage errors.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -841,6 +843,53 @@ TEST(Workers, RunningChecksAreToldWithTheirTime) {
   EXPECT_GE(calls, 2u);
   EXPECT_GE(longest, 0.5);
   EXPECT_LT(longest, 2.0);
+}
+
+// Note [One CUDA worker per GPU]: with device_jobs = 1 no two device cases run at once, while
+// CPU cases fill the other workers; without the limit they overlap. The workers count in a page
+// they share (they are processes).
+int most_device_cases_at_once(int device_jobs) {
+  struct Counts {
+    std::atomic<int> now{0}, most{0}, cpu_during_device{0};
+  };
+  void* page = ::mmap(nullptr, sizeof(Counts), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  EXPECT_NE(page, MAP_FAILED);
+  auto* counts = new (page) Counts;
+  std::vector<PlannedCase> cases;
+  for (int i = 0; i < 4; ++i) {
+    cases.push_back(PlannedCase{"op" + std::to_string(i), "cuda", "float32", {"c"}});
+    cases.push_back(PlannedCase{"op" + std::to_string(i), "cpu", "float32", {"c"}});
+  }
+  CaseFunction run = [&](size_t index, size_t, const std::function<void(size_t)>& started,
+                         const std::function<void(const reports::CaseResult&)>& result) {
+    const PlannedCase& c = cases[index];
+    started(0);
+    if (c.device == "cuda") {
+      const int now = ++counts->now;
+      for (int most = counts->most.load(); now > most && !counts->most.compare_exchange_weak(most, now);) {
+      }
+      ::usleep(150'000);
+      --counts->now;
+    } else {
+      if (counts->now.load() > 0) ++counts->cpu_during_device;
+      ::usleep(20'000);
+    }
+    result({c.op, "c", c.device, c.dtype, Outcome::passed, "", "", {}, 0});
+  };
+  WorkerOptions options{4, 10};
+  options.device_jobs = device_jobs;
+  size_t done = 0;
+  run_isolated(cases, run, options, [&](size_t, std::vector<reports::CaseResult> r) { done += r.size(); });
+  EXPECT_EQ(done, cases.size());
+  if (device_jobs == 1) EXPECT_GT(counts->cpu_during_device.load(), 0) << "CPU cases ran beside the device case";
+  const int most = counts->most.load();
+  ::munmap(page, sizeof(Counts));
+  return most;
+}
+
+TEST(Workers, DeviceCasesRunOnAsManyWorkersAsDeviceJobsAllows) {
+  EXPECT_EQ(most_device_cases_at_once(1), 1);
+  EXPECT_GT(most_device_cases_at_once(0), 1);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // allocations from the device's memory pool (cudaMalloc / cudaFree where the runtime or device has
 // none) and host<->device copies.
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -63,12 +64,15 @@ bool use_memory_pool(int device) {
   return state[device] == 1;
 }
 
+std::atomic<bool> g_used{false};  // this process allocated CUDA memory (device_fault)
+
 class CudaAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes, Device device) override {
     OPCONFORM_CHECK(cuda::is_available(), ErrorCode::kDevice, "cannot allocate on ", device.to_string(),
                     ": ", cuda::unavailable_reason());
     if (nbytes == 0) return nullptr;
+    g_used.store(true, std::memory_order_relaxed);
     DeviceGuard guard(device);
     void* p = nullptr;
     int current = 0;
@@ -140,6 +144,12 @@ Allocator* cuda_allocator() {
 
 namespace cuda {
 bool compiled_with_cuda() { return true; }
+std::optional<std::string> device_fault() {
+  if (!g_used.load(std::memory_order_relaxed)) return std::nullopt;
+  const cudaError_t status = rt().device_synchronize();
+  if (status == cudaSuccess) return std::nullopt;
+  return std::string(rt().get_error_string(status)) + " (error " + std::to_string(static_cast<int>(status)) + ")";
+}
 int device_count() { return probe().count; }
 std::string unavailable_reason() { return probe().reason; }
 }  // namespace cuda

@@ -21,6 +21,7 @@ struct RunRequest {
   bool against_reference = false;  // compare with the reference (reference_agreement)
   PlanOptions plan;
   int jobs = 1;                    // worker processes; 0: run in this process (no isolation)
+  int device_jobs = 1;             // WorkerOptions::device_jobs (--device-jobs; 0: no limit)
   double timeout_s = 60;           // per check, in workers
   bool keep_going_after_hang = false;  // WorkerOptions::keep_going_after_hang
   SandboxOptions sandbox;               // WorkerOptions::sandbox

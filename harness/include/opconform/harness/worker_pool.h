@@ -5,7 +5,9 @@
 // frames (worker_frames.h) on a pipe at a high fd: "L" once, as it starts its setup (loading the
 // library), "S <check index>" as each check starts, "W" when the check's kernel left threads
 // running that the worker waits for before it sends the result (a crash then is that check's),
-// "R <json result>" as each result is known, and "D" when the case is done. The channel is
+// "R <json result>" as each result is known, "X" after a result when it ends itself because its
+// CUDA context is lost (Note [A CUDA fault ends the worker], core/cuda.h: the case goes on in a
+// new worker), and "D" when the case is done. The channel is
 // untrusted (Note [The worker channel is untrusted] in worker_pool.cpp): a malformed or forged
 // message makes the running check `crashed` ("protocol error") and replaces the worker. A worker
 // that dies mid-check gets that check reported `crashed` (with the signal; death is seen by
@@ -47,6 +49,9 @@ struct WorkerOptions {
     double seconds;
   };
   std::function<void(const std::vector<Running>&)> on_running;
+  // At most this many workers run cases of a device other than the CPU at once (0: no limit):
+  // Note [One CUDA worker per GPU] in worker_pool.cpp. The other workers take CPU cases meanwhile.
+  int device_jobs = 0;
 };
 
 // Runs a case's checks from `first_check` on (in the worker: in-process, after fork), telling
