@@ -377,6 +377,7 @@ void batch_norm_inference(Call& call) {
   const Tensor x = call.tensor(0, "input");
   check_float(x, "input");
   if (x.ndim() < 2) invalid_argument("argument 'input' must have at least 2 dims (N, C, ...), got " + shape_string(x.shape));
+  (void)call.scalar(5, "momentum");  // unused in inference, still a float (error_inputs on an H200)
   const double eps = call.scalar(6, "eps");
   const DType stat = compute_type(x.dtype);
   const Tensor weight = channel_param(call, 1, "weight", x, stat, 1), bias = channel_param(call, 2, "bias", x, stat, 0);
