@@ -242,8 +242,9 @@ DType arange_dtype(const Scalar& start, const Scalar& end, const Scalar& step, s
   return floating ? DType::Float32 : DType::Int64;
 }
 
-// arange's length as PyTorch computes it: in int64 for integer results, else
-// ceil((end - start) / step) in double.
+// arange's length as PyTorch computes it (compute_arange_size): in int64 for an int64 result only,
+// else ceil((end - start) / step) in double, also for the narrower integer dtypes (ATen 1.13 and
+// 2.11 give int32 arange(-0.005, 0.995) one element, int64 none).
 int64_t arange_length(std::string_view op, const Scalar& start, const Scalar& end, const Scalar& step, DType dtype) {
   auto check_range = [&](auto xstart, auto xend, auto xstep) {
     OPCONFORM_CHECK(xstep != 0, ErrorCode::kInvalidArgument, op, ": argument 'step' must be nonzero");
@@ -253,7 +254,7 @@ int64_t arange_length(std::string_view op, const Scalar& start, const Scalar& en
                     ": upper bound and larger bound inconsistent with step sign");
   };
   double size;
-  if (is_integral(dtype)) {
+  if (dtype == DType::Int64) {
     const int64_t xstart = start.to_int(), xend = end.to_int(), xstep = step.to_int();
     check_range(xstart, xend, xstep);
     const int64_t sign = xstep > 0 ? 1 : -1;

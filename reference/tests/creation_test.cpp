@@ -96,6 +96,15 @@ TEST(CreationArange, LengthAndDtype) {
   Tensor d = call("aten::arange.start_step", {IValue(0.0), IValue(1.0), IValue(0.1), IValue(DType::Float64)});
   ASSERT_EQ(d.numel(), 10);
   EXPECT_EQ(values(d)[7], 0.1 * 7);
+  // The length in double for every result dtype but int64 (torch 1.13 and 2.11 alike):
+  // torch.arange(0.5, 3.7, dtype=torch.int32) is [0, 1, 2, 3], with torch.int64 [0, 1, 2].
+  auto typed = [](double s, double e, DType t) {
+    return call("aten::arange.start_step", {IValue(s), IValue(e), IValue(int64_t{1}), IValue(t)});
+  };
+  EXPECT_EQ(values(typed(0.5, 3.7, DType::Int32)), (std::vector<double>{0, 1, 2, 3}));
+  EXPECT_EQ(values(typed(0.5, 3.7, DType::Int64)), (std::vector<double>{0, 1, 2}));
+  EXPECT_EQ(typed(-0.005, 0.995, DType::Int8).numel(), 1);
+  EXPECT_EQ(typed(-0.005, 0.995, DType::Int64).numel(), 0);
 }
 
 TEST(CreationEmpty, LayoutsAndDeterministicContents) {
