@@ -116,49 +116,52 @@ bool has_own_backend_kernel(const OperatorEntry& e, DispatchKey autograd) {
   return false;
 }
 
-// Note [Dispatch] in registry.h.
+// Note [Dispatch] in registry.h. One runtime key's entry of e's table (and its bit of e.skip).
+void recompute_key(OperatorEntry& e, const RegistryState& state, int i) {
+  auto alias = [&](DispatchKey k) { return active(e.kernels[static_cast<size_t>(k)]); };
+  auto k = static_cast<DispatchKey>(i);
+  const KernelRegistration* chosen = nullptr;
+  TableSource source = TableSource::Missing;
+  if (const auto* r = active(e.kernels[i])) {
+    chosen = r;
+    source = TableSource::Direct;
+  } else if (is_backend_key(k) && alias(DispatchKey::CompositeExplicitAutograd)) {
+    chosen = alias(DispatchKey::CompositeExplicitAutograd);
+    source = TableSource::CompositeExplicit;
+  } else if (is_autograd_key(k) && alias(DispatchKey::Autograd)) {
+    chosen = alias(DispatchKey::Autograd);
+    source = TableSource::AutogradAlias;
+  } else if (alias(DispatchKey::CompositeImplicitAutograd) &&
+             (is_backend_key(k) || (is_autograd_key(k) && !has_own_backend_kernel(e, k)))) {
+    chosen = alias(DispatchKey::CompositeImplicitAutograd);
+    source = TableSource::CompositeImplicit;
+  } else if (const auto* f = active(state.fallbacks[i])) {
+    chosen = f;
+    source = TableSource::Fallback;
+  }
+  if (chosen && chosen->kernel.is_fallthrough()) {
+    chosen = nullptr;
+    source = TableSource::Skip;
+  }
+  if (k != DispatchKey::Undefined) e.skip = e.skip.remove(k);
+  if (chosen) {
+    e.table[i] = chosen->kernel;
+    e.table_where[i] = &chosen->source;
+  } else if (source != TableSource::Skip && (is_backend_key(k) || k == DispatchKey::Undefined)) {
+    e.table[i] = missing_kernel(&e, k);
+    e.table_where[i] = nullptr;
+  } else {
+    source = TableSource::Skip;
+    e.table[i] = KernelFunction();
+    e.table_where[i] = nullptr;
+    if (k != DispatchKey::Undefined) e.skip = e.skip.add(k);
+  }
+  e.table_source[i] = source;
+}
+
 void recompute(OperatorEntry& e, const RegistryState& state) {
   e.skip = DispatchKeySet();
-  auto alias = [&](DispatchKey k) { return active(e.kernels[static_cast<size_t>(k)]); };
-  for (int i = 0; i < kNumRuntimeKeys; ++i) {
-    auto k = static_cast<DispatchKey>(i);
-    const KernelRegistration* chosen = nullptr;
-    TableSource source = TableSource::Missing;
-    if (const auto* r = active(e.kernels[i])) {
-      chosen = r;
-      source = TableSource::Direct;
-    } else if (is_backend_key(k) && alias(DispatchKey::CompositeExplicitAutograd)) {
-      chosen = alias(DispatchKey::CompositeExplicitAutograd);
-      source = TableSource::CompositeExplicit;
-    } else if (is_autograd_key(k) && alias(DispatchKey::Autograd)) {
-      chosen = alias(DispatchKey::Autograd);
-      source = TableSource::AutogradAlias;
-    } else if (alias(DispatchKey::CompositeImplicitAutograd) &&
-               (is_backend_key(k) || (is_autograd_key(k) && !has_own_backend_kernel(e, k)))) {
-      chosen = alias(DispatchKey::CompositeImplicitAutograd);
-      source = TableSource::CompositeImplicit;
-    } else if (const auto* f = active(state.fallbacks[i])) {
-      chosen = f;
-      source = TableSource::Fallback;
-    }
-    if (chosen && chosen->kernel.is_fallthrough()) {
-      chosen = nullptr;
-      source = TableSource::Skip;
-    }
-    if (chosen) {
-      e.table[i] = chosen->kernel;
-      e.table_where[i] = &chosen->source;
-    } else if (source != TableSource::Skip && (is_backend_key(k) || k == DispatchKey::Undefined)) {
-      e.table[i] = missing_kernel(&e, k);
-      e.table_where[i] = nullptr;
-    } else {
-      source = TableSource::Skip;
-      e.table[i] = KernelFunction();
-      e.table_where[i] = nullptr;
-      if (k != DispatchKey::Undefined) e.skip = e.skip.add(k);
-    }
-    e.table_source[i] = source;
-  }
+  for (int i = 0; i < kNumRuntimeKeys; ++i) recompute_key(e, state, i);
 }
 
 OperatorEntry& entry_for(RegistryState& state, std::string_view name) {
@@ -452,18 +455,22 @@ RegistrationHandle Registry::fallback(DispatchKey key, KernelFunction kernel, Re
   auto& list = state_->fallbacks[static_cast<size_t>(key)];
   uint64_t id = state_->next_id++;
   list.push_front({std::move(kernel), std::move(source), id});
-  for (auto& [n, e] : state_->ops) recompute(*e, *state_);
+  // A fallback decides its own key's entry only: one entry per operator is recomputed, not the
+  // whole table (checks install and remove the vmap and fake fallbacks around every case).
+  const int index = static_cast<int>(key);
+  for (auto& [n, e] : state_->ops) recompute_key(*e, *state_, index);
   std::weak_ptr<RegistryState> weak = state_;
   return RegistrationHandle([weak, key, id] {
     auto state = weak.lock();
     if (!state) return;
     std::list<KernelRegistration> taken;  // destroyed after the lock (Note [Kernels die outside the lock])
-    std::vector<std::array<KernelFunction, kNumRuntimeKeys>> old_tables;
+    std::vector<KernelFunction> old_entries;
     std::lock_guard lock(state->mutex);
     if (take_id(state->fallbacks[static_cast<size_t>(key)], id, taken)) {
+      old_entries.reserve(state->ops.size());
       for (auto& [n, e] : state->ops) {
-        old_tables.push_back(e->table);
-        recompute(*e, *state);
+        old_entries.push_back(e->table[static_cast<size_t>(key)]);
+        recompute_key(*e, *state, static_cast<int>(key));
       }
     }
   });
