@@ -196,7 +196,11 @@ at::Tensor import_tensor(const OpcDLManagedTensorVersioned* managed, bool fake, 
   // The host's storage starts at `data`; a byte offset of whole elements is its storage offset.
   const bool whole = byte_offset % item == 0;
   const int64_t storage_offset = whole ? byte_offset / item : 0;
-  const size_t nbytes = static_cast<size_t>(whole ? byte_offset + extent : extent);
+  // An empty tensor claims no bytes: the host's memory behind its storage offset may not exist (a
+  // 0-size view at offset 1 of an empty buffer), and ATen's clone_preserve_strides copies the whole
+  // storage (copy, select_scatter, slice_scatter under vmap: SIGSEGV with ATen 2.11). ATen checks
+  // no bounds for a view without elements, so the storage offset is kept as the host gave it.
+  const size_t nbytes = numel == 0 ? 0 : static_cast<size_t>(whole ? byte_offset + extent : extent);
 
   const c10::Device device = fake      ? c10::Device(c10::kMeta)
                              : on_cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(t.device.device_id))
