@@ -13,9 +13,9 @@
 # clang ones with lld (Note [The linker]), sanitizer presets keep line tables only (-g1), the
 # ASan pass checks each reference case on 6 samples (the main job on 50), and each fuzz target's
 # smoke test fuzzes 20 s. Each phase's time is printed at the end (also when a phase fails).
-# Measured on a clean clone (2026-12-05, 2 cores): build-asan 829 s, test-asan 392 s (108 test
-# binaries), build-fuzz 184 s, test-fuzz 204 s (110 s of it the ClusterFuzzLite build test):
-# about 27 minutes.
+# Measured on clean clones (2026-12-05, 2 cores): build-asan 732-925 s, test-asan 334-392 s (108
+# test binaries), build-fuzz 184-216 s, test-fuzz 203-204 s (110 s of it the ClusterFuzzLite build
+# test): 25 to 28 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
