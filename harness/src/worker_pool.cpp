@@ -449,6 +449,9 @@ class Pool {
   void handle_message(Worker& w, const std::string& m) {
     const PlannedCase& c = cases_[w.case_index];
     auto& results = results_[w.case_index];
+    // After "X" a worker only ends: a worker that went on could die in a later check and have
+    // that death taken for its retirement (the check re-run elsewhere, its crash never reported).
+    if (w.retiring) throw ProtocolError("a message after 'retiring': '" + m.substr(0, 40) + "'");
     if (m == "L") {
       if (w.started || w.loading) throw ProtocolError("a second 'loading' message");
       w.loading = true;
