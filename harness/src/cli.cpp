@@ -524,6 +524,8 @@ Environment:
   NO_COLOR        no colour on the console (no-color.org); wins over FORCE_COLOR
   FORCE_COLOR     colour also off a terminal (force-color.org); "0" is off; --color overrides both
   OPCONFORM_SEED  replaces every case's seed, as --seed does (repro lines may carry it)
+  OPCONFORM_ZYGOTE=0  a worker that replaces a crashed one loads the library itself, instead of
+                  being forked from a process that loaded it once (the default, CPU cases only)
   Shards, when --shard is not given (index and count):
 )";
   for (const ShardEngine& e : shard_engines()) {

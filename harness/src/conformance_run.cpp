@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -339,6 +340,9 @@ RunOutcome run_conformance(const RunRequest& request) {
     options.repro = repro;
     options.stop = [] { return StopSignals::stopped(); };
     options.setup = load_here;
+    // Note [Replacement workers from a zygote]; OPCONFORM_ZYGOTE=0 measures the run without it.
+    if (const char* zygote = std::getenv("OPCONFORM_ZYGOTE"); zygote != nullptr && std::string(zygote) == "0")
+      options.zygote = false;
     options.on_running = [&](const std::vector<WorkerOptions::Running>& running) {
       std::vector<reports::RunningCheck> now;
       for (const auto& r : running) {

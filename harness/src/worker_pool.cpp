@@ -22,6 +22,7 @@
 #include "opconform/core/error.h"
 #include "opconform/harness/worker_frames.h"
 #include "opconform/reports/writers.h"
+#include "worker_zygote.h"
 
 namespace opconform::harness {
 namespace {
@@ -38,9 +39,28 @@ struct RunningNote {
 };
 RunningNote* g_running_note = nullptr;  // set in a worker only
 
-RunningNote* map_running_note() {
-  void* page = ::mmap(nullptr, sizeof(RunningNote), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  return page == MAP_FAILED ? nullptr : new (page) RunningNote;
+// The page is a memfd, so a worker forked from the zygote (Note [Replacement workers from a
+// zygote]) can map it too: `fd` goes to it, the harness closes its copy once the worker exists.
+struct RunningNotePage {
+  int fd = -1;
+  RunningNote* note = nullptr;
+};
+
+RunningNote* map_running_note_fd(int fd) {
+  void* page = ::mmap(nullptr, sizeof(RunningNote), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return page == MAP_FAILED ? nullptr : static_cast<RunningNote*>(page);
+}
+
+RunningNotePage make_running_note() {
+  RunningNotePage page;
+  page.fd = ::memfd_create("opconform-running-note", MFD_CLOEXEC);
+  if (page.fd < 0) return page;
+  if (::ftruncate(page.fd, sizeof(RunningNote)) != 0 || (page.note = map_running_note_fd(page.fd)) == nullptr) {
+    ::close(page.fd);
+    return RunningNotePage{};
+  }
+  new (page.note) RunningNote;
+  return page;
 }
 
 std::string read_running_note(const RunningNote* note) {
@@ -104,6 +124,27 @@ CaseResult with_device_fault(CaseResult r, const std::string& fault) {
               "'; the process's CUDA context is lost, so the next check runs in a new worker" +
               (said.empty() ? "" : "; the check itself said: " + said);
   return r;
+}
+
+[[noreturn]] void worker_main(int requests, int replies, const CaseFunction& run, const std::function<void()>& setup);
+
+// In a new worker, whichever way it was started: its channel on high fds, where a kernel writing
+// to "its" fd 1, 2 or 3 does not land; what a kernel prints on stdout or stderr (glibc's "double
+// free" among it) into `output`, which goes with the result and never to opconform's own stdout.
+[[noreturn]] void become_worker(const WorkerChildEnds& ends, const CaseFunction& run, const std::function<void()>& setup) {
+  const int requests = ::fcntl(ends.requests, F_DUPFD_CLOEXEC, 900), replies = ::fcntl(ends.replies, F_DUPFD_CLOEXEC, 900);
+  if (requests < 0 || replies < 0) _exit(5);
+  ::close(ends.requests), ::close(ends.replies);
+  ::dup2(ends.output, STDERR_FILENO);
+  ::dup2(ends.output, STDOUT_FILENO);
+  ::close(ends.output);
+  if (const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) ::dup2(null, STDIN_FILENO), ::close(null);
+  // A write to a closed pipe fails (EPIPE) instead of killing: a kernel scribbling on every fd
+  // is then seen for what it wrote (the harness's end of the channel is closed only when the
+  // worker is killed anyway; PDEATHSIG ends it with the harness).
+  signal(SIGPIPE, SIG_IGN);
+  default_fatal_signals();
+  worker_main(requests, replies, run, setup);
 }
 
 [[noreturn]] void worker_main(int requests, int replies, const CaseFunction& run, const std::function<void()>& setup) {
@@ -194,6 +235,10 @@ class Pool {
       results_[i].resize(cases[i].checks.size());
       pending_.emplace_back(i, 0);
     }
+    // Note [Replacement workers from a zygote]: not for device cases (a library that initialised
+    // CUDA cannot be forked), nor when there is nothing to load.
+    zygote_allowed_ = options.zygote && options.setup &&
+                      std::all_of(cases.begin(), cases.end(), [](const PlannedCase& c) { return c.device == "cpu"; });
   }
   // Whatever path leaves run() (an exception included), no worker outlives the pool.
   ~Pool() {
@@ -232,6 +277,7 @@ class Pool {
       wait_for_events();
       tell_running();
     }
+    zygote_.stop();
     // Done: idle workers end when their pipe closes; stopped: busy ones are killed too.
     const bool stopped = finished_ < cases_.size();
     for (auto& w : workers_) reap(w, stopped);
@@ -256,46 +302,80 @@ class Pool {
     return std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
   }
 
+  // Whether `pid` is a process the pool waits for itself (a worker or the zygote).
+  bool known_pid(pid_t pid) const {
+    if (pid == zygote_.pid()) return true;
+    return std::any_of(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.pid == pid; });
+  }
+
+  // In a process forked from the harness (a worker or the zygote), before it runs library code:
+  // the sandbox, and none of the other workers' pipes (a worker holding one would keep another's
+  // channel open past its death).
+  void leave_the_harness(pid_t parent) {
+    enter_sandbox(options_.sandbox, parent);  // Note [The worker sandbox]; the run reports its layers
+    for (auto& other : workers_)
+      if (other.pid > 0) ::close(other.to), ::close(other.from), other.err >= 0 && ::close(other.err);
+  }
+
+  // Note [Replacement workers from a zygote]: the first replacement starts the zygote (this one
+  // still loads the library itself); later ones are forked from it once it is ready.
+  bool from_zygote() {
+    if (!zygote_allowed_) return false;
+    if (!zygote_.started() && spawned_ >= workers_.size()) {
+      const pid_t parent = ::getpid();
+      zygote_.start(
+          [this, parent] {
+            leave_the_harness(parent);
+            if (const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC); null >= 0)
+              ::dup2(null, STDIN_FILENO), ::dup2(null, STDOUT_FILENO), ::dup2(null, STDERR_FILENO), ::close(null);
+            signal(SIGPIPE, SIG_IGN);
+            default_fatal_signals();
+          },
+          options_.setup,
+          [this](const WorkerChildEnds& ends) {
+            g_running_note = map_running_note_fd(ends.note);
+            ::close(ends.note);
+            become_worker(ends, run_, nullptr);  // the library is loaded: no setup, no "L"
+          });
+      return false;
+    }
+    return zygote_.ready();
+  }
+
   void spawn(Worker& w) {
+    const bool use_zygote = from_zygote();  // before the pipes: the zygote must not hold them
     int req[2], rep[2], err[2];
     // Close-on-exec: a process a kernel starts must not hold our pipes open (EOF is how a crash shows).
     OPCONFORM_CHECK(::pipe2(req, O_CLOEXEC) == 0 && ::pipe2(rep, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0,
                     ErrorCode::kInternal, "cannot create a pipe for a worker: ", std::strerror(errno));
-    RunningNote* note = map_running_note();  // null: results name no sample, nothing else is lost
+    const RunningNotePage note = make_running_note();  // none: results name no sample, nothing else is lost
+    pid_t pid = -1;
+    if (use_zygote && note.fd >= 0)
+      pid = zygote_.fork_worker({req[0], rep[1], err[1], note.fd}, [this](pid_t p) { return known_pid(p); });
+    if (pid < 0) pid = fork_worker({req[0], rep[1], err[1], note.fd}, note.note, {req[1], rep[0], err[0]});
+    ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before any kill
+    ::close(req[0]), ::close(rep[1]), ::close(err[1]);
+    if (note.fd >= 0) ::close(note.fd);
+    ++spawned_;
+    w = Worker{};
+    w.pid = pid, w.to = req[1], w.from = rep[0], w.err = err[0], w.note = note.note;
+  }
+
+  // A worker forked from the harness itself; it loads the library (WorkerOptions::setup).
+  pid_t fork_worker(const WorkerChildEnds& ends, RunningNote* note, std::initializer_list<int> harness_ends) {
     std::fflush(nullptr);  // nothing buffered may be written twice
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     OPCONFORM_CHECK(pid >= 0, ErrorCode::kInternal, "cannot fork a worker: ", std::strerror(errno));
-    if (pid == 0) {
-      g_running_note = note;
-      // A worker dies with the harness (a killed CI job leaves no kernel spinning).
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) _exit(0);
-      enter_sandbox(options_.sandbox, parent);  // Note [The worker sandbox]; the run reports its layers
-      ::close(req[1]), ::close(rep[0]), ::close(err[0]);
-      // The channel on high fds, where a kernel writing to "its" fd 1, 2 or 3 does not land.
-      const int requests = ::fcntl(req[0], F_DUPFD_CLOEXEC, 900), replies = ::fcntl(rep[1], F_DUPFD_CLOEXEC, 900);
-      if (requests < 0 || replies < 0) _exit(5);
-      ::close(req[0]), ::close(rep[1]);
-      // What a kernel prints on stdout or stderr (glibc's "double free" among it) goes with the
-      // result, and never to opconform's own stdout.
-      ::dup2(err[1], STDERR_FILENO);
-      ::dup2(err[1], STDOUT_FILENO);
-      ::close(err[1]);
-      if (const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) ::dup2(null, STDIN_FILENO), ::close(null);
-      for (auto& other : workers_)
-        if (other.pid > 0) ::close(other.to), ::close(other.from), other.err >= 0 && ::close(other.err);
-      // A write to a closed pipe fails (EPIPE) instead of killing: a kernel scribbling on every fd
-      // is then seen for what it wrote (the harness's end of the channel is closed only when the
-      // worker is killed anyway; PDEATHSIG ends it with the harness).
-      signal(SIGPIPE, SIG_IGN);
-      default_fatal_signals();
-      worker_main(requests, replies, run_, options_.setup);
-    }
-    ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before any kill
-    ::close(req[0]), ::close(rep[1]), ::close(err[1]);
-    w = Worker{};
-    w.pid = pid, w.to = req[1], w.from = rep[0], w.err = err[0], w.note = note;
+    if (pid != 0) return pid;
+    g_running_note = note;
+    // A worker dies with the harness (a killed CI job leaves no kernel spinning).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) _exit(0);
+    for (int fd : harness_ends) ::close(fd);
+    if (ends.note >= 0) ::close(ends.note);
+    leave_the_harness(parent);
+    become_worker(ends, run_, options_.setup);
   }
 
   // Ends a worker (SIGKILL first when `kill`), closes its pipes, returns its wait status.
@@ -574,6 +654,7 @@ class Pool {
       if (read_channel(w, true) && w.busy) crashed(w);  // what it sent before dying counts
       else if (!w.busy) reap(w, false);                 // it finished the case, then died
     }
+    if (zygote_.started()) reap_strays([this](pid_t p) { return known_pid(p); });
     now = Clock::now();
     for (auto& w : workers_) {
       if (!w.busy || now < w.deadline) continue;
@@ -595,6 +676,9 @@ class Pool {
   std::vector<Worker> workers_;
   size_t finished_ = 0;
   std::string unloadable_;  // set when a worker's setup crashed or hung: which check it cost
+  bool zygote_allowed_ = false;
+  WorkerZygote zygote_;  // Note [Replacement workers from a zygote]
+  size_t spawned_ = 0;   // workers started so far (beyond workers_.size(): replacements)
   Clock::time_point last_told_;  // the last on_running
 };
 

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -881,7 +882,9 @@ int most_device_cases_at_once(int device_jobs) {
   size_t done = 0;
   run_isolated(cases, run, options, [&](size_t, std::vector<reports::CaseResult> r) { done += r.size(); });
   EXPECT_EQ(done, cases.size());
-  if (device_jobs == 1) EXPECT_GT(counts->cpu_during_device.load(), 0) << "CPU cases ran beside the device case";
+  if (device_jobs == 1) {
+    EXPECT_GT(counts->cpu_during_device.load(), 0) << "CPU cases ran beside the device case";
+  }
   const int most = counts->most.load();
   ::munmap(page, sizeof(Counts));
   return most;
@@ -890,6 +893,89 @@ int most_device_cases_at_once(int device_jobs) {
 TEST(Workers, DeviceCasesRunOnAsManyWorkersAsDeviceJobsAllows) {
   EXPECT_EQ(most_device_cases_at_once(1), 1);
   EXPECT_GT(most_device_cases_at_once(0), 1);
+}
+
+// Note [Replacement workers from a zygote]: a run of cases whose first check crashes the worker,
+// counting the library loads (WorkerOptions::setup) in a page every process shares.
+struct ZygoteRun {
+  int loads = 0;
+  std::set<pid_t> pids;  // of the workers that ran a second check
+  std::vector<reports::CaseResult> results;
+};
+
+ZygoteRun crash_every_case(size_t cases_count, bool zygote, bool setup_starts_a_thread) {
+  struct Shared {
+    std::atomic<int> loads{0};
+  };
+  void* page = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  EXPECT_NE(page, MAP_FAILED);
+  auto* shared = new (page) Shared;
+  std::vector<PlannedCase> cases;
+  for (size_t i = 0; i < cases_count; ++i) cases.push_back(PlannedCase{"op" + std::to_string(i), "cpu", "float64", {"crash", "live"}});
+  CaseFunction run = [&](size_t index, size_t first, const std::function<void(size_t)>& started,
+                         const std::function<void(const reports::CaseResult&)>& result) {
+    for (size_t c = first; c < 2; ++c) {
+      started(c);
+      if (c == 0) {
+        note_running("sample " + std::to_string(index));
+        ::raise(SIGSEGV);
+      }
+      result({cases[index].op, "live", "cpu", "float64", Outcome::passed, std::to_string(getpid()), "", {}, 0});
+    }
+  };
+  WorkerOptions options{1, 20};
+  options.zygote = zygote;
+  options.setup = [&] {
+    ++shared->loads;
+    if (setup_starts_a_thread) std::thread([] { ::pause(); }).detach();
+  };
+  ZygoteRun out;
+  run_isolated(cases, run, options, [&](size_t, std::vector<reports::CaseResult> results) {
+    for (auto& r : results) {
+      if (r.check == "live") out.pids.insert(std::stoi(r.message));
+      out.results.push_back(std::move(r));
+    }
+  });
+  out.loads = shared->loads.load();
+  ::munmap(page, sizeof(Shared));
+  return out;
+}
+
+TEST(Workers, ReplacementsAfterACrashAreForkedFromAZygoteThatLoadedTheLibraryOnce) {
+  const size_t n = 12;
+  const ZygoteRun run = crash_every_case(n, true, false);
+  ASSERT_EQ(run.results.size(), 2 * n);
+  for (const auto& r : run.results) {
+    if (r.check == "live") {
+      EXPECT_EQ(r.outcome, Outcome::passed) << r.op << ": " << r.message;
+      continue;
+    }
+    // The death of a worker forked from the zygote is seen as any other, with its noted sample.
+    EXPECT_EQ(r.outcome, Outcome::crashed) << r.op;
+    EXPECT_NE(r.message.find("SIGSEGV"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find("it was on sample " + r.op.substr(2)), std::string::npos) << r.message;
+  }
+  EXPECT_EQ(run.pids.size(), n) << "each case's second check ran in a new worker";
+  // 13 workers: the first loads, so does the first replacement while the zygote loads (one
+  // more); the others are forked from the zygote once it is ready.
+  EXPECT_GE(run.loads, 3);
+  EXPECT_LE(run.loads, 6) << "replacements loaded the library again";
+  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1) << "a process of the run is left behind";
+}
+
+TEST(Workers, EveryReplacementLoadsTheLibraryWhenTheZygoteIsOffOrItsLoadStartsThreads) {
+  const size_t n = 4;
+  const ZygoteRun off = crash_every_case(n, false, false);
+  EXPECT_EQ(off.loads, static_cast<int>(n) + 1);
+  // A thread started while loading would be missing in a forked worker: the zygote refuses, and
+  // each worker loads for itself (the zygote's own load is the one more).
+  const ZygoteRun threads = crash_every_case(n, true, true);
+  EXPECT_EQ(threads.loads, static_cast<int>(n) + 2);
+  for (const auto& run : {off, threads}) {
+    ASSERT_EQ(run.results.size(), 2 * n);
+    for (const auto& r : run.results)
+      EXPECT_EQ(r.outcome, r.check == "live" ? Outcome::passed : Outcome::crashed) << r.check << ": " << r.message;
+  }
 }
 
 }  // namespace

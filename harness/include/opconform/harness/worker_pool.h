@@ -42,6 +42,10 @@ struct WorkerOptions {
   // loaded the library"), and no further worker is started: checks that would need one are
   // skipped, saying why.
   std::function<void()> setup;
+  // Replacement workers (after a crash, a time-out or a protocol error) are forked from a process
+  // that ran `setup` once, instead of running it again: Note [Replacement workers from a
+  // zygote] (harness/src/worker_zygote.h). Only CPU cases; off when false.
+  bool zygote = true;
   // Called about twice a second with the checks running now: (case index, check index, seconds
   // it has run), the longest-running first.
   struct Running {
