@@ -8,6 +8,10 @@
 // Goal (issue 2): opconform's overhead at most 0.6x libtorch's. ratio_table.py prints them.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
+#include <string>
+#include <thread>
+
 #include "opconform/core/library.h"
 #include "opconform/core/registry.h"
 #include "opconform/core/tensor.h"
@@ -129,4 +133,15 @@ BENCHMARK(BM_libtorch_boxed);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// Note [Reference counts in a single-threaded process] (core/tensor.h): opconform's counts skip
+// atomic instructions until the process starts a thread. OPCONFORM_BENCH_THREADED=1 starts (and
+// joins) one first, to measure the counts a multi-threaded process pays.
+int main(int argc, char** argv) {
+  if (const char* threaded = std::getenv("OPCONFORM_BENCH_THREADED"); threaded != nullptr && std::string(threaded) == "1")
+    std::thread([] {}).join();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -249,9 +249,8 @@ void detail::TensorImpl::destroy() { delete this; }
 
 // ---------------------------------------------------------------- metadata
 
-const detail::TensorImpl& Tensor::impl() const {
-  OPCONFORM_CHECK(impl_ != nullptr, ErrorCode::kInvalidArgument, "use of an undefined tensor");
-  return *impl_;
+void Tensor::throw_undefined() {
+  throw Error(ErrorCode::kInvalidArgument, "use of an undefined tensor");
 }
 
 int64_t Tensor::size(int64_t d) const {

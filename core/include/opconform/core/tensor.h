@@ -27,6 +27,11 @@
 #include "opconform/core/strides.h"  // contiguous_strides and the rest of the stride rule
 #include "opconform/core/symint.h"
 
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#define OPCONFORM_HAVE_SINGLE_THREADED 1
+#endif
+
 namespace opconform {
 
 using IntArrayRef = std::span<const int64_t>;
@@ -49,6 +54,16 @@ struct BatchedInfo;   // vmap.h: the physical tensor, batch dimension and level 
 struct SubclassInfo;  // dispatch_mode.h: the inner tensor and handler of a tensor-subclass-like wrapper
 
 namespace detail {
+
+// Note [Reference counts in a single-threaded process] (TensorImpl::retain).
+inline bool single_threaded() {
+#ifdef OPCONFORM_HAVE_SINGLE_THREADED
+  return __libc_single_threaded != 0;
+#else
+  return false;
+#endif
+}
+
 // The shared state behind Tensor handles. Reference counted in place (one allocation, one
 // pointer per handle): handles are copied on every boxed call, so this is on the hot path.
 struct TensorImpl {
@@ -73,13 +88,25 @@ struct TensorImpl {
         dtype(o.dtype), device(o.device), key_set(o.key_set) {}
   TensorImpl& operator=(const TensorImpl&) = delete;
 
-  void retain() { refcount.fetch_add(1, std::memory_order_relaxed); }
+  // Note [Reference counts in a single-threaded process]: a tensor's count changes at every copy
+  // of its handle: twice per boxed call (the argument pushed on the stack and popped), and an
+  // atomic read-modify-write costs ~5 ns on the CI kind of machine, more than the dispatcher's
+  // own work (bench/README.md). While the process has never started a thread, no other thread can
+  // see the count, so plain loads and stores do: glibc's __libc_single_threaded says so, and it
+  // turns false before a first thread runs (pthread_create), for good. libstdc++'s shared_ptr
+  // counts the same way. A harness worker that ran thread_safety, or a process with a library's
+  // thread pool, counts atomically as before.
+  void retain() {
+    if (single_threaded()) refcount.store(refcount.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    else refcount.fetch_add(1, std::memory_order_relaxed);
+  }
   void release() {
     // The last handle needs no atomic read-modify-write: no other thread can hold a reference
     // to copy from once the count is one and it is ours.
-    if (refcount.load(std::memory_order_acquire) == 1 || refcount.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      destroy();
-    }
+    const int64_t count = refcount.load(std::memory_order_acquire);
+    if (count == 1) return destroy();
+    if (single_threaded()) refcount.store(count - 1, std::memory_order_relaxed);
+    else if (refcount.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy();
   }
   // Out of line, so that release() stays small enough to inline everywhere.
   [[gnu::noinline]] void destroy();
@@ -221,7 +248,13 @@ class Tensor {
   std::string to_string() const;  // tensor([[1., 2.], [3., 4.]], dtype=float64)
 
  private:
-  const detail::TensorImpl& impl() const;
+  // Inline: every accessor (key_set, dtype, sizes...) goes through it, the dispatcher's key
+  // computation on every call among them; the error path stays out of line.
+  const detail::TensorImpl& impl() const {
+    if (impl_ == nullptr) [[unlikely]] throw_undefined();
+    return *impl_;
+  }
+  [[noreturn, gnu::cold]] static void throw_undefined();
   // A view of this tensor's storage. Note [Views of symbolic fakes] (tensor.cpp) says when it keeps
   // symbolic sizes: `sym_sizes`/`sym_strides` are the view's own, computed by the caller.
   Tensor make_view(std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset,
