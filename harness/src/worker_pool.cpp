@@ -277,6 +277,7 @@ class Pool {
       wait_for_events();
       tell_running();
     }
+    if (zygote_.adopting()) reap_strays([this](pid_t p) { return known_pid(p); });
     zygote_.stop();
     // Done: idle workers end when their pipe closes; stopped: busy ones are killed too.
     const bool stopped = finished_ < cases_.size();
@@ -654,7 +655,7 @@ class Pool {
       if (read_channel(w, true) && w.busy) crashed(w);  // what it sent before dying counts
       else if (!w.busy) reap(w, false);                 // it finished the case, then died
     }
-    if (zygote_.started()) reap_strays([this](pid_t p) { return known_pid(p); });
+    if (zygote_.adopting()) reap_strays([this](pid_t p) { return known_pid(p); });
     now = Clock::now();
     for (auto& w : workers_) {
       if (!w.busy || now < w.deadline) continue;

@@ -47,6 +47,8 @@ class WorkerZygote {
   // once; ready() tells when it can serve.
   void start(const Prepare& prepare, const std::function<void()>& setup, const BecomeWorker& become);
   bool started() const { return state_ != State::off; }
+  // Whether this process is the child subreaper for it now (orphans are re-parented here).
+  bool adopting() const { return subreaper_; }
   // True once it said it loaded and may be forked; false while it loads, and for good once it
   // refused or failed (then it has been stopped).
   bool ready();
@@ -72,7 +74,9 @@ class WorkerZygote {
 
 // While this process is a child subreaper (a zygote runs), processes that were not its children
 // (what a killed worker's kernel forked) are re-parented to it: reaps those that ended, leaving
-// the ones `known_pid` names (workers, the zygote) to their owners.
+// the ones `known_pid` names (workers, the zygote) to their owners. A program that runs children
+// of its own beside run_isolated would have those reaped too: it can turn the zygote off
+// (WorkerOptions::zygote).
 void reap_strays(const std::function<bool(pid_t)>& known_pid);
 
 }  // namespace opconform::harness

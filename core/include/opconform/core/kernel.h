@@ -100,6 +100,10 @@ class KernelFunction {
   template <typename Ret, typename... Args>
   Ret call(const OperatorHandle& op, DispatchKeySet keys, detail::canonical_arg_t<Args>... args) const {
     if (signature_ == detail::signature_id<Ret, Args...>()) [[likely]] {
+      if (direct_ != nullptr) {  // a plain function of exactly the canonical signature: no wrapper
+        using Direct = std::decay_t<Ret> (*)(detail::canonical_arg_t<Args>...);
+        return reinterpret_cast<Direct>(direct_)(args...);
+      }
       auto fn = reinterpret_cast<detail::canonical_fn_t<Ret, Args...>*>(unboxed_);
       return fn(functor_.get(), keys, args...);
     }
@@ -115,6 +119,9 @@ class KernelFunction {
   std::shared_ptr<void> functor_;
   BoxedFn boxed_ = nullptr;
   void* unboxed_ = nullptr;
+  // The kernel itself when it is a function pointer whose type is the canonical signature (no
+  // key set, no mutable references): a typed call then makes one indirect call instead of two.
+  void* direct_ = nullptr;
   const void* signature_ = nullptr;
   bool fallthrough_ = false;
 };
@@ -223,6 +230,12 @@ KernelFunction KernelFunction::from_callable(F f, bool with_keyset) {
     k.unboxed_ = reinterpret_cast<void*>(&W::unboxed);
     k.signature_ = [&]<typename... A>(std::tuple<A...>*) { return detail::signature_id<Ret, A...>(); }(
         static_cast<Args*>(nullptr));
+    if constexpr (!WithKeyset && std::is_pointer_v<Fn>) {
+      constexpr bool canonical = []<typename... A>(std::tuple<A...>*) {
+        return std::is_same_v<Fn, std::decay_t<Ret> (*)(detail::canonical_arg_t<A>...)>;
+      }(static_cast<Args*>(nullptr));
+      if constexpr (canonical) k.direct_ = reinterpret_cast<void*>(*static_cast<Fn*>(k.functor_.get()));
+    }
   };
   if constexpr (std::tuple_size_v<AllArgs> > 0 &&
                 std::is_same_v<std::decay_t<std::tuple_element_t<0, AllArgs>>, DispatchKeySet>) {
