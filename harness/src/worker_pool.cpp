@@ -343,23 +343,45 @@ class Pool {
     return zygote_.ready();
   }
 
+  // A worker's channel, both ends, and its running-note page.
+  struct Channel {
+    int req[2] = {-1, -1}, rep[2] = {-1, -1}, err[2] = {-1, -1};
+    RunningNotePage note;
+    WorkerChildEnds child_ends() const { return {req[0], rep[1], err[1], note.fd}; }
+    void close_child_ends() const {
+      ::close(req[0]), ::close(rep[1]), ::close(err[1]);
+      if (note.fd >= 0) ::close(note.fd);
+    }
+  };
+
+  static Channel make_channel() {
+    Channel c;
+    // Close-on-exec: a process a kernel starts must not hold our pipes open (EOF is how a crash shows).
+    OPCONFORM_CHECK(::pipe2(c.req, O_CLOEXEC) == 0 && ::pipe2(c.rep, O_CLOEXEC) == 0 && ::pipe2(c.err, O_CLOEXEC) == 0,
+                    ErrorCode::kInternal, "cannot create a pipe for a worker: ", std::strerror(errno));
+    c.note = make_running_note();  // none: results name no sample, nothing else is lost
+    return c;
+  }
+
   void spawn(Worker& w) {
     const bool use_zygote = from_zygote();  // before the pipes: the zygote must not hold them
-    int req[2], rep[2], err[2];
-    // Close-on-exec: a process a kernel starts must not hold our pipes open (EOF is how a crash shows).
-    OPCONFORM_CHECK(::pipe2(req, O_CLOEXEC) == 0 && ::pipe2(rep, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0,
-                    ErrorCode::kInternal, "cannot create a pipe for a worker: ", std::strerror(errno));
-    const RunningNotePage note = make_running_note();  // none: results name no sample, nothing else is lost
+    Channel c = make_channel();
     pid_t pid = -1;
-    if (use_zygote && note.fd >= 0)
-      pid = zygote_.fork_worker({req[0], rep[1], err[1], note.fd}, [this](pid_t p) { return known_pid(p); });
-    if (pid < 0) pid = fork_worker({req[0], rep[1], err[1], note.fd}, note.note, {req[1], rep[0], err[0]});
+    if (use_zygote && c.note.fd >= 0) {
+      pid = zygote_.fork_worker(c.child_ends(), [this](pid_t p) { return known_pid(p); });
+      if (pid < 0) {  // the zygote failed (and was stopped): a worker it may have forked must not share this channel
+        c.close_child_ends();
+        ::close(c.req[1]), ::close(c.rep[0]), ::close(c.err[0]);
+        if (c.note.note != nullptr) ::munmap(c.note.note, sizeof(RunningNote));
+        c = make_channel();
+      }
+    }
+    if (pid < 0) pid = fork_worker(c.child_ends(), c.note.note, {c.req[1], c.rep[0], c.err[0]});
     ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before any kill
-    ::close(req[0]), ::close(rep[1]), ::close(err[1]);
-    if (note.fd >= 0) ::close(note.fd);
+    c.close_child_ends();
     ++spawned_;
     w = Worker{};
-    w.pid = pid, w.to = req[1], w.from = rep[0], w.err = err[0], w.note = note.note;
+    w.pid = pid, w.to = c.req[1], w.from = c.rep[0], w.err = c.err[0], w.note = c.note.note;
   }
 
   // A worker forked from the harness itself; it loads the library (WorkerOptions::setup).
