@@ -84,7 +84,7 @@ class MemorySafety final : public Check {
   std::string_view name() const override { return "memory_safety"; }
 
   CheckResult run(const CheckContext& ctx) const override {
-    const std::string sample = describe(ctx.sample.args, arg_names(ctx.op));
+    const SampleText sample(ctx.sample.args, ctx.op);
     bool on_cuda = false;
     for (const IValue& v : ctx.sample.args)
       if (v.is_tensor() && v.to_tensor().defined() && v.to_tensor().device().is_cuda()) on_cuda = true;

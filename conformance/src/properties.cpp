@@ -124,6 +124,13 @@ Verdict compare_observables(const OperatorHandle& op, const std::vector<std::pai
   return v;
 }
 
+const std::string& SampleText::str() const {
+  if (!text_) text_ = describe(*args_, arg_names(*op_));
+  return *text_;
+}
+
+std::ostream& operator<<(std::ostream& os, const SampleText& s) { return os << s.str(); }
+
 Run run_op(const OperatorHandle& op, const Stack& args) {
   Run r;
   try {
@@ -192,7 +199,7 @@ class StrideInvariance final : public Check {
   std::string_view name() const override { return "stride_invariance"; }
   CheckResult run(const CheckContext& ctx) const override {
     const auto& args = ctx.sample.args;
-    const std::string sample = describe(args, arg_names(ctx.op));
+    const SampleText sample(args, ctx.op);
     if (ctx.op.data()->layout_query) {  // Note [Layout queries]
       return make_result(name(), Outcome::skipped,
                          concat("'", ctx.op.name(), "' returns its input's layout, which a change of layout changes"));
@@ -260,7 +267,7 @@ class Determinism final : public Check {
     }
     // nondeterministic_bitwise: declared to vary in the last bits (e.g. atomics): tolerance.
     const Exactness exactness = ctx.op.has_tag(Tag::nondeterministic_bitwise) ? Exactness::tolerance : Exactness::bitwise;
-    const std::string sample = describe(ctx.sample.args, arg_names(ctx.op));
+    const SampleText sample(ctx.sample.args, ctx.op);
     Run first = run_op(ctx.op, clone_args(ctx.sample.args));
     Run second = run_op(ctx.op, clone_args(ctx.sample.args));
     if (first.error || second.error) {
@@ -294,7 +301,7 @@ class DtypeConsistency final : public Check {
   std::string_view name() const override { return "dtype_consistency"; }
   CheckResult run(const CheckContext& ctx) const override {
     const auto& args = ctx.sample.args;
-    const std::string sample = describe(args, arg_names(ctx.op));
+    const SampleText sample(args, ctx.op);
     Stack high = clone_args(args);
     bool any_floating = false, any_lower = false;
     for (auto& v : high) {
@@ -408,7 +415,7 @@ class EdgeShapes final : public Check {
   std::string_view name() const override { return "edge_shapes"; }
   CheckResult run(const CheckContext& ctx) const override {
     const auto& args = ctx.sample.args;
-    const std::string sample = describe(args, arg_names(ctx.op));
+    const SampleText sample(args, ctx.op);
     const bool pointwise = ctx.op.has_tag(Tag::pointwise);
     // The full result, for pointwise ops' slices (only when every tensor input has its shape).
     std::optional<Run> full;
@@ -525,7 +532,7 @@ class VmapConsistency final : public Check {
   std::string_view name() const override { return "vmap_consistency"; }
   CheckResult run(const CheckContext& ctx) const override {
     const auto& args = ctx.sample.args;
-    const std::string sample = describe(args, arg_names(ctx.op));
+    const SampleText sample(args, ctx.op);
     std::vector<size_t> slots;
     for (size_t a = 0; a < args.size(); ++a) {
       if (args[a].is_tensor() && args[a].to_tensor().defined() && !args[a].to_tensor().is_meta_data()) slots.push_back(a);
@@ -676,7 +683,7 @@ class AutocastConsistency final : public Check {
       return make_result(name(), Outcome::skipped, "no autocast rule (no kernel at AutocastCPU)");
     }
     const auto& args = ctx.sample.args;
-    const std::string sample = describe(args, arg_names(ctx.op));
+    const SampleText sample(args, ctx.op);
     if (!std::ranges::any_of(args, has_floating_cpu_tensor)) return make_result(name(), Outcome::skipped, "no floating CPU tensor argument");
 
     auto under_autocast = [&](const Stack& a) {
@@ -741,7 +748,7 @@ class ErrorInputs final : public Check {
   std::string_view name() const override { return "error_inputs"; }
   CheckResult run(const CheckContext& ctx) const override {
     const auto& args = ctx.sample.args;
-    const std::string sample = describe(args, arg_names(ctx.op));
+    const SampleText sample(args, ctx.op);
     const auto names = arg_names(ctx.op);
     struct Case {
       std::string what;
@@ -833,7 +840,7 @@ class ReferenceAgreement final : public Check {
       return make_result(name(), Outcome::skipped, concat("the reference has no operator '", ctx.op.name(), "'"));
     }
     const auto& args = ctx.sample.args;
-    const std::string sample = describe(args, arg_names(ctx.op));
+    const SampleText sample(args, ctx.op);
     // The reference runs on the CPU: a library's CUDA (or vendor device) results are compared
     // with the reference's on CPU copies of the same inputs, following the sample device's
     // semantics (Note [Device-dependent semantics] in core/device_semantics.h).

@@ -121,7 +121,7 @@ class TestAotDispatchDynamic final : public Check {
 
   CheckResult run(const CheckContext& ctx) const override {
     const OperatorHandle& op = ctx.op;
-    const std::string sample = describe(ctx.sample.args, arg_names(op));
+    const detail::SampleText sample(ctx.sample.args, op);
     auto result = [&](Outcome o, std::string message) {
       CheckResult r{std::string(name()), o, std::move(message), "", {}};
       return r;

@@ -155,7 +155,7 @@ class ThreadSafety final : public Check {
                                 "process's generator, so their results cannot be compared with sequential ones"));
     }
     const Exactness exactness = ctx.op.has_tag(Tag::nondeterministic_bitwise) ? Exactness::tolerance : Exactness::bitwise;
-    const std::string sample = describe(ctx.sample.args, arg_names(ctx.op));
+    const SampleText sample(ctx.sample.args, ctx.op);
 
     std::vector<Stack> inputs;
     const bool rotate = !ctx.op.data()->sample_builder;

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -924,7 +925,16 @@ std::set<pid_t> children_of_this_process() {
   return out;
 }
 
-ZygoteRun crash_every_case(size_t cases_count, bool zygote, bool setup_starts_a_thread) {
+// What the library's load (WorkerOptions::setup) does besides counting itself.
+enum class Load { quietly, starting_a_thread, crashing_in_the_zygote, hanging_in_the_zygote };
+
+// The zygote is the one process that loads with /dev/null as its stdout (a worker's is a pipe).
+bool loading_in_the_zygote() {
+  struct stat st {};
+  return ::fstat(STDOUT_FILENO, &st) == 0 && S_ISCHR(st.st_mode);
+}
+
+ZygoteRun crash_every_case(size_t cases_count, bool zygote, Load load = Load::quietly) {
   struct Shared {
     std::atomic<int> loads{0};
   };
@@ -948,7 +958,10 @@ ZygoteRun crash_every_case(size_t cases_count, bool zygote, bool setup_starts_a_
   options.zygote = zygote;
   options.setup = [&] {
     ++shared->loads;
-    if (setup_starts_a_thread) std::thread([] { ::pause(); }).detach();
+    if (load == Load::starting_a_thread) std::thread([] { ::pause(); }).detach();
+    if (load == Load::crashing_in_the_zygote && loading_in_the_zygote()) ::raise(SIGSEGV);
+    if (load == Load::hanging_in_the_zygote && loading_in_the_zygote())
+      for (;;) ::pause();
   };
   ZygoteRun out;
   const std::set<pid_t> before = children_of_this_process();
@@ -967,7 +980,7 @@ ZygoteRun crash_every_case(size_t cases_count, bool zygote, bool setup_starts_a_
 
 TEST(Workers, ReplacementsAfterACrashAreForkedFromAZygoteThatLoadedTheLibraryOnce) {
   const size_t n = 12;
-  const ZygoteRun run = crash_every_case(n, true, false);
+  const ZygoteRun run = crash_every_case(n, true);
   ASSERT_EQ(run.results.size(), 2 * n);
   for (const auto& r : run.results) {
     if (r.check == "live") {
@@ -986,13 +999,28 @@ TEST(Workers, ReplacementsAfterACrashAreForkedFromAZygoteThatLoadedTheLibraryOnc
   EXPECT_LE(run.loads, 6) << "replacements loaded the library again";
 }
 
+// A zygote that dies or never gets ready costs nothing but its own load: the pool spawns workers
+// as without it, and the run completes with every result.
+TEST(Workers, AZygoteThatCrashesOrHangsWhileLoadingIsLeftOut) {
+  const size_t n = 4;
+  for (const Load load : {Load::crashing_in_the_zygote, Load::hanging_in_the_zygote}) {
+    SCOPED_TRACE(load == Load::crashing_in_the_zygote ? "crashing" : "hanging");
+    const ZygoteRun run = crash_every_case(n, true, load);
+    EXPECT_EQ(run.loads, static_cast<int>(n) + 2) << "every worker loaded for itself, the zygote tried once";
+    ASSERT_EQ(run.results.size(), 2 * n);
+    for (const auto& r : run.results)
+      EXPECT_EQ(r.outcome, r.check == "live" ? Outcome::passed : Outcome::crashed) << r.check << ": " << r.message;
+    EXPECT_EQ(run.pids.size(), n);
+  }
+}
+
 TEST(Workers, EveryReplacementLoadsTheLibraryWhenTheZygoteIsOffOrItsLoadStartsThreads) {
   const size_t n = 4;
-  const ZygoteRun off = crash_every_case(n, false, false);
+  const ZygoteRun off = crash_every_case(n, false);
   EXPECT_EQ(off.loads, static_cast<int>(n) + 1);
   // A thread started while loading would be missing in a forked worker: the zygote refuses, and
   // each worker loads for itself (the zygote's own load is the one more).
-  const ZygoteRun threads = crash_every_case(n, true, true);
+  const ZygoteRun threads = crash_every_case(n, true, Load::starting_a_thread);
   EXPECT_EQ(threads.loads, static_cast<int>(n) + 2);
   for (const auto& run : {off, threads}) {
     ASSERT_EQ(run.results.size(), 2 * n);

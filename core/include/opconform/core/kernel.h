@@ -209,6 +209,13 @@ struct KernelWrapper<F, WithKeyset, Ret, std::tuple<Args...>> {
   }
 };
 
+// A plain function's address as a void* (what KernelFunction::direct_ holds); null for anything else.
+template <typename Fn>
+void* function_address(const Fn& f) {
+  if constexpr (std::is_pointer_v<Fn> && std::is_function_v<std::remove_pointer_t<Fn>>) return reinterpret_cast<void*>(f);
+  else return nullptr;
+}
+
 template <typename Tuple> struct drop_first;
 template <typename First, typename... Rest> struct drop_first<std::tuple<First, Rest...>> {
   using type = std::tuple<Rest...>;
@@ -230,11 +237,11 @@ KernelFunction KernelFunction::from_callable(F f, bool with_keyset) {
     k.unboxed_ = reinterpret_cast<void*>(&W::unboxed);
     k.signature_ = [&]<typename... A>(std::tuple<A...>*) { return detail::signature_id<Ret, A...>(); }(
         static_cast<Args*>(nullptr));
-    if constexpr (!WithKeyset && std::is_pointer_v<Fn>) {
+    if constexpr (!WithKeyset) {
       constexpr bool canonical = []<typename... A>(std::tuple<A...>*) {
         return std::is_same_v<Fn, std::decay_t<Ret> (*)(detail::canonical_arg_t<A>...)>;
       }(static_cast<Args*>(nullptr));
-      if constexpr (canonical) k.direct_ = reinterpret_cast<void*>(*static_cast<Fn*>(k.functor_.get()));
+      if (canonical) k.direct_ = detail::function_address(*static_cast<const Fn*>(k.functor_.get()));
     }
   };
   if constexpr (std::tuple_size_v<AllArgs> > 0 &&
