@@ -133,9 +133,9 @@ BENCHMARK(BM_libtorch_boxed);
 
 }  // namespace
 
-// Note [Reference counts in a single-threaded process] (core/tensor.h): opconform's counts skip
-// atomic instructions until the process starts a thread. OPCONFORM_BENCH_THREADED=1 starts (and
-// joins) one first, to measure the counts a multi-threaded process pays.
+// OPCONFORM_BENCH_THREADED=1 starts (and joins) a thread first, so the process is multi-threaded
+// as a harness worker is (glibc and libstdc++ count shared_ptr atomically from then on; opconform's
+// tensor counts stay plain on the owning thread either way: Note [Biased reference counts]).
 int main(int argc, char** argv) {
   if (const char* threaded = std::getenv("OPCONFORM_BENCH_THREADED"); threaded != nullptr && std::string(threaded) == "1")
     std::thread([] {}).join();

@@ -28,6 +28,7 @@
 #include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
 #include "opconform/conformance/detail/observables.h"
+#include "opconform/core/detail/biased_count.h"
 
 namespace opconform::conformance::detail {
 namespace {
@@ -118,6 +119,9 @@ class Pool {
         seen = generation_;
         job = job_;
       }
+      // The outputs of this thread's last job were dropped by the caller's thread: merged here,
+      // the thread's safe point (Note [Biased reference counts], core/detail/biased_count.h).
+      opconform::detail::merge_queued_counts();
       job(i);
     }
   }

@@ -245,7 +245,7 @@ Tensor new_empty_like(const Tensor& t, IntArrayRef strides, TensorOptions o) {
 
 }  // namespace
 
-void detail::TensorImpl::destroy() { delete this; }
+void detail::TensorImpl::dispose(BiasedCount* count) { delete static_cast<TensorImpl*>(count); }
 
 // ---------------------------------------------------------------- metadata
 

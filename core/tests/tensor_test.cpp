@@ -15,7 +15,6 @@
 #include <sstream>
 #include <utility>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "opconform/core/error.h"
@@ -1213,31 +1212,6 @@ RC_GTEST_PROP(TensorProperty, CopyBetweenRandomViewsMatchesConvertScalar, ()) {
     RC_LOG() << "element " << shape_str(idx) << ": source " << s << ", got " << got << ", expected " << expected << "\n";
     RC_ASSERT(got.identical(expected));
   });
-}
-
-// Note [Reference counts in a single-threaded process]: counts kept with plain stores before the
-// first thread stay right once threads copy and drop handles concurrently (atomically then).
-TEST(TensorRefcount, CountsStayRightAcrossTheFirstThread) {
-  Tensor t = ones({3});
-  const auto count = [&] { return t.unsafe_impl()->refcount.load(); };
-  if (!detail::single_threaded()) GTEST_SKIP() << "this process has started a thread already";
-  std::vector<Tensor> copies(5, t);
-  EXPECT_EQ(count(), 6);
-  copies.pop_back();
-  EXPECT_EQ(count(), 5);
-  auto churn = [&] {
-    for (int i = 0; i < 200000; ++i) {
-      Tensor a = t;
-      Tensor b = a;
-    }
-  };
-  std::thread other(churn);
-  EXPECT_FALSE(detail::single_threaded()) << "a started thread must switch the counts to atomics";
-  churn();
-  other.join();
-  EXPECT_EQ(count(), 5);
-  copies.clear();
-  EXPECT_EQ(count(), 1);
 }
 
 }  // namespace

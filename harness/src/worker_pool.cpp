@@ -16,7 +16,10 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "opconform/core/cuda.h"
 #include "opconform/core/error.h"
@@ -219,6 +222,7 @@ struct Worker {
   bool retiring = false;    // said "X" after a result: it ends, and no check of its case is lost (a CUDA fault)
   bool started = false;     // a check started in this worker (its setup is over)
   bool busy = false;
+  std::string last_ran;     // "op check [device, dtype]" of the last result it sent
   size_t case_index = 0;
   size_t first = 0;    // the first check of this assignment
   size_t running = 0;  // the check running now (index into the case's checks)
@@ -263,6 +267,7 @@ class Pool {
                                            unloadable_ + ")");
           continue;
         }
+        if (w.pid >= 0 && w.started && needs_a_new_worker(case_index, first)) reap(w, true);
         for (int attempt = 0; attempt < 2 && !sent; ++attempt) {
           if (w.pid < 0) spawn(w);
           sent = write_all(w.to, std::to_string(case_index) + " " + std::to_string(first) + "\n");
@@ -492,7 +497,7 @@ class Pool {
     }
     if (!w.stderr_tail.empty()) r.message += "; its last output on stderr: " + w.stderr_tail;
     if (options_.repro) r.repro = options_.repro(r);
-    results[check] = r;
+    results[check] = with_first_death(w.case_index, check, std::move(r));
     // A kernel that hung once usually hangs again: the case's other checks would each cost the
     // whole time-out (21 of them for one op). They are skipped, saying why, unless asked for.
     if (outcome == conformance::Outcome::timed_out && !options_.keep_going_after_hang) {
@@ -518,11 +523,46 @@ class Pool {
       else complete(w.case_index);
       return;
     }
-    lost(w, conformance::Outcome::crashed,
-         WIFSIGNALED(status)
-             ? "the worker process running this check was killed by " + describe_signal(WTERMSIG(status))
-             : "the worker process running this check exited with status " +
-                   std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (a kernel called exit?)");
+    const std::string death = WIFSIGNALED(status) ? "was killed by " + describe_signal(WTERMSIG(status))
+                                                  : "exited with status " +
+                                                        std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                                                        " (a kernel called exit?)";
+    if (run_again_in_a_new_worker(w, death)) return;
+    lost(w, conformance::Outcome::crashed, "the worker process running this check " + death);
+  }
+
+  // Note [A death outside any check]: a worker that has run checks and dies before any sample of
+  // the next one ran (between checks, or as a case starts) shows what an earlier check left: memory
+  // a kernel wrote out of bounds, a crash while a check's tensors were freed, a thread a kernel left.
+  // Measured: ATen 1.13's max_pool2d_with_indices_backward writes out of bounds for some samples
+  // without crashing, and the same worker then died at the start of an aten::maximum case, which
+  // was reported crashed. So the check is run again, once, in a new worker; its result is what
+  // that run gives, and its message tells of the first worker's death and what that worker had
+  // run last. A check that dies that way in a new worker too is crashed, as before.
+  bool run_again_in_a_new_worker(Worker& w, const std::string& death) {
+    size_t check = w.running;
+    if (check < results_[w.case_index].size() && results_[w.case_index][check]) ++check;
+    if (!w.started || w.loading || !w.last_note.empty() || check >= cases_[w.case_index].checks.size()) return false;
+    const auto key = std::make_pair(w.case_index, check);
+    if (first_deaths_.count(key) != 0) return false;
+    first_deaths_[key] = "a worker process " + death + " before this check ran a sample, after it had run " +
+                         (w.last_ran.empty() ? std::string("other checks") : w.last_ran) +
+                         " (memory an earlier kernel damaged, or a crash while that check's tensors were freed); "
+                         "the check was run again in a new worker";
+    w.busy = false;
+    pending_.emplace_front(w.case_index, check);
+    return true;
+  }
+
+  // A result of a check that was run again (Note [A death outside any check]) says why.
+  CaseResult with_first_death(size_t case_index, size_t check, CaseResult r) const {
+    if (auto it = first_deaths_.find({case_index, check}); it != first_deaths_.end())
+      r.message += (r.message.empty() ? "" : "; ") + it->second;
+    return r;
+  }
+
+  bool needs_a_new_worker(size_t case_index, size_t first) const {
+    return first_deaths_.count({case_index, first}) != 0;
   }
 
   // Every check of the case from `first` on is skipped with `reason`; the case completes.
@@ -584,7 +624,8 @@ class Pool {
       while (i < c.checks.size() && (c.checks[i] != r.check || results[i])) ++i;
       if (r.op != c.op || r.device != c.device || r.dtype != c.dtype || i == c.checks.size())
         throw ProtocolError("a result for another case or check, or a second one (" + r.op + " " + r.check + ")");
-      results[i] = r;
+      w.last_ran = r.op + " " + r.check + " [" + r.device + ", " + r.dtype + "]";
+      results[i] = with_first_death(w.case_index, i, std::move(r));
       w.settling = false;
     } else if (m == "D") {
       for (size_t i = w.first; i < c.checks.size(); ++i)
@@ -702,6 +743,8 @@ class Pool {
   bool zygote_allowed_ = false;
   WorkerZygote zygote_;  // Note [Replacement workers from a zygote]
   size_t spawned_ = 0;   // workers started so far (beyond workers_.size(): replacements)
+  // Checks run again after a worker died before they ran a sample: why (Note [A death outside any check]).
+  std::map<std::pair<size_t, size_t>, std::string> first_deaths_;
   Clock::time_point last_told_;  // the last on_running
 };
 

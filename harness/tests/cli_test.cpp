@@ -1029,5 +1029,57 @@ TEST(Workers, EveryReplacementLoadsTheLibraryWhenTheZygoteIsOffOrItsLoadStartsTh
   }
 }
 
+// Note [A death outside any check]: a worker that dies before a check ran a sample, after it had
+// run others, shows what an earlier check left (damaged memory): the check is run again in a new
+// worker, and its result says so. Dying that way in a new worker too is a crash of that check.
+TEST(Workers, ADeathBeforeACheckRanASampleRunsItAgainInANewWorker) {
+  struct Shared {
+    std::atomic<int> between_deaths{0};
+  };
+  void* page = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(page, MAP_FAILED);
+  auto* shared = new (page) Shared;
+  const std::vector<PlannedCase> cases = {{"damaging", "cpu", "float64", {"a"}},
+                                          {"victim", "cpu", "float64", {"b", "c"}},
+                                          {"between", "cpu", "float64", {"d", "e"}},
+                                          {"doomed", "cpu", "float64", {"f"}}};
+  static bool damaged = false;  // per worker process: what "damaging" leaves behind
+  CaseFunction run = [&](size_t index, size_t first, const std::function<void(size_t)>& started,
+                         const std::function<void(const reports::CaseResult&)>& result) {
+    if (damaged || cases[index].op == "doomed") ::raise(SIGSEGV);  // as the case starts
+    for (size_t c = first; c < cases[index].checks.size(); ++c) {
+      if (c == 1 && cases[index].op == "between" && shared->between_deaths++ == 0) ::raise(SIGSEGV);
+      started(c);
+      note_running("sample 1");
+      result({cases[index].op, cases[index].checks[c], "cpu", "float64", Outcome::passed, std::to_string(getpid()), "", {}, 0});
+      note_running("");
+    }
+    if (cases[index].op == "damaging") damaged = true;
+  };
+  std::map<std::string, reports::CaseResult> by_check;
+  run_isolated(cases, run, {1, 20}, [&](size_t, std::vector<reports::CaseResult> results) {
+    for (auto& r : results) by_check[r.check] = r;
+  });
+  ::munmap(page, sizeof(Shared));
+  ASSERT_EQ(by_check.size(), 6u);
+  const std::string again = "the check was run again in a new worker";
+  // The victim's first check ran again and passed; its message names the check the dead worker ran last.
+  EXPECT_EQ(by_check["b"].outcome, Outcome::passed) << by_check["b"].message;
+  EXPECT_NE(by_check["b"].message.find("killed by SIGSEGV"), std::string::npos) << by_check["b"].message;
+  EXPECT_NE(by_check["b"].message.find("after it had run damaging a [cpu, float64]"), std::string::npos) << by_check["b"].message;
+  EXPECT_NE(by_check["b"].message.find(again), std::string::npos) << by_check["b"].message;
+  EXPECT_NE(by_check["b"].message, by_check["a"].message) << "the victim ran in a new worker";
+  EXPECT_EQ(by_check["c"].message.find(again), std::string::npos) << by_check["c"].message;
+  // A death between two checks of one case: the second runs again.
+  EXPECT_EQ(by_check["d"].outcome, Outcome::passed);
+  EXPECT_EQ(by_check["e"].outcome, Outcome::passed) << by_check["e"].message;
+  EXPECT_NE(by_check["e"].message.find("after it had run between d [cpu, float64]"), std::string::npos) << by_check["e"].message;
+  // A check that dies before its first sample in a new worker too is crashed, with both deaths told.
+  EXPECT_EQ(by_check["f"].outcome, Outcome::crashed) << by_check["f"].message;
+  EXPECT_NE(by_check["f"].message.find("the worker process running this check was killed by SIGSEGV"), std::string::npos)
+      << by_check["f"].message;
+  EXPECT_NE(by_check["f"].message.find(again), std::string::npos) << by_check["f"].message;
+}
+
 }  // namespace
 }  // namespace opconform::harness

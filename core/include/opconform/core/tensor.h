@@ -25,12 +25,8 @@
 #include "opconform/core/scalar.h"
 #include "opconform/core/storage.h"
 #include "opconform/core/strides.h"  // contiguous_strides and the rest of the stride rule
+#include "opconform/core/detail/biased_count.h"
 #include "opconform/core/symint.h"
-
-#if __has_include(<sys/single_threaded.h>)
-#include <sys/single_threaded.h>
-#define OPCONFORM_HAVE_SINGLE_THREADED 1
-#endif
 
 namespace opconform {
 
@@ -55,18 +51,10 @@ struct SubclassInfo;  // dispatch_mode.h: the inner tensor and handler of a tens
 
 namespace detail {
 
-// Note [Reference counts in a single-threaded process] (TensorImpl::retain).
-inline bool single_threaded() {
-#ifdef OPCONFORM_HAVE_SINGLE_THREADED
-  return __libc_single_threaded != 0;
-#else
-  return false;
-#endif
-}
-
 // The shared state behind Tensor handles. Reference counted in place (one allocation, one
-// pointer per handle): handles are copied on every boxed call, so this is on the hot path.
-struct TensorImpl {
+// pointer per handle): handles are copied on every boxed call, so this is on the hot path
+// (Note [Biased reference counts], detail/biased_count.h).
+struct TensorImpl : BiasedCount {
   std::shared_ptr<Storage> storage;
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
@@ -81,36 +69,15 @@ struct TensorImpl {
   std::shared_ptr<BatchedInfo> batched;
   std::shared_ptr<const SubclassInfo> subclass;
 
-  TensorImpl() = default;
+  TensorImpl() : BiasedCount(&dispose) {}
   // A copy of the metadata (a new view); the copy starts with its own count of one.
   TensorImpl(const TensorImpl& o)
-      : storage(o.storage), sizes(o.sizes), strides(o.strides), storage_offset(o.storage_offset),
+      : BiasedCount(&dispose), storage(o.storage), sizes(o.sizes), strides(o.strides), storage_offset(o.storage_offset),
         dtype(o.dtype), device(o.device), key_set(o.key_set) {}
   TensorImpl& operator=(const TensorImpl&) = delete;
 
-  // Note [Reference counts in a single-threaded process]: a tensor's count changes at every copy
-  // of its handle: twice per boxed call (the argument pushed on the stack and popped), and an
-  // atomic read-modify-write costs ~5 ns on the CI kind of machine, more than the dispatcher's
-  // own work (bench/README.md). While the process has never started a thread, no other thread can
-  // see the count, so plain loads and stores do: glibc's __libc_single_threaded says so, and it
-  // turns false before a first thread runs (pthread_create), for good. libstdc++'s shared_ptr
-  // counts the same way. A harness worker that ran thread_safety, or a process with a library's
-  // thread pool, counts atomically as before.
-  void retain() {
-    if (single_threaded()) refcount.store(refcount.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    else refcount.fetch_add(1, std::memory_order_relaxed);
-  }
-  void release() {
-    // The last handle needs no atomic read-modify-write: no other thread can hold a reference
-    // to copy from once the count is one and it is ours.
-    const int64_t count = refcount.load(std::memory_order_acquire);
-    if (count == 1) return destroy();
-    if (single_threaded()) refcount.store(count - 1, std::memory_order_relaxed);
-    else if (refcount.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy();
-  }
-  // Out of line, so that release() stays small enough to inline everywhere.
-  [[gnu::noinline]] void destroy();
-  std::atomic<int64_t> refcount{1};
+  // Out of line: the count's slow path only.
+  static void dispose(BiasedCount* count);
 };
 }  // namespace detail
 
