@@ -10,7 +10,7 @@
 
 namespace opconform::detail {
 
-constinit thread_local uint64_t this_thread_owner_id = 0;
+constinit thread_local uint64_t this_thread_owner_id __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 

@@ -24,8 +24,11 @@
 namespace opconform::detail {
 
 // This thread's id as an owner of objects; 0 until it makes its first one, and again once it is
-// exiting. constinit: read on every count change, so it must need no initialisation check.
-extern constinit thread_local uint64_t this_thread_owner_id;
+// exiting. Read on every count change: constinit, so no initialisation check guards it, and
+// initial-exec, so code in a shared library (the modules of the sanitizer build) reads it at a
+// fixed offset from the thread pointer instead of calling __tls_get_addr (which AddressSanitizer
+// intercepts). Eight bytes of the static TLS block, which also a dlopen()ed copy finds room in.
+extern constinit thread_local uint64_t this_thread_owner_id __attribute__((tls_model("initial-exec")));
 
 class BiasedCount {
  public:
