@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "opconform/core/default_value.h"
+#include "opconform/core/detail/biased_count.h"
 #include "opconform/core/dlpack.h"
 #include "opconform/core/error.h"
 #include "opconform/core/fake_tensor.h"
@@ -364,8 +365,14 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
   ctx.alloc = arena_alloc;
   ctx.new_tensor = arena_new_tensor;
   ctx.set_error = arena_set_error;
-  const OpcStatus status = kernel.fn(&ctx, in.data(), static_cast<int64_t>(in.size()), out.data(),
-                                     static_cast<int64_t>(out.size()), kernel.user_data);
+  OpcStatus status;
+  {
+    // The kernel may hold its own locks while it asks for an output (ctx->new_tensor): no tensor
+    // queued to this thread is destroyed meanwhile (Note [Biased reference counts]).
+    const opconform::detail::DeferCountMerges foreign_code_runs;
+    status = kernel.fn(&ctx, in.data(), static_cast<int64_t>(in.size()), out.data(), static_cast<int64_t>(out.size()),
+                       kernel.user_data);
+  }
   arena.adopt_returns(out);  // released on every path below unless imported
   if (status != OPC_OK) {
     throw Error(error_code_of(status), where + " returned " + std::string(status_name(status)) +

@@ -119,8 +119,9 @@ class Pool {
         seen = generation_;
         job = job_;
       }
-      // The outputs of this thread's last job were dropped by the caller's thread: merged here,
-      // the thread's safe point (Note [Biased reference counts], core/detail/biased_count.h).
+      // The outputs of this thread's last job were dropped by the caller's thread and queued to
+      // this one, their memory held until it merges them: here, before the next job, the thread's
+      // safe point (Note [Biased reference counts], core/detail/biased_count.h).
       opconform::detail::merge_queued_counts();
       job(i);
     }

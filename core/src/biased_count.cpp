@@ -21,8 +21,9 @@ struct ThreadQueue {
   std::atomic<bool> pending{false};  // queued is not empty; read without the lock
 };
 
-constinit thread_local ThreadQueue* this_thread_queue = nullptr;
-constinit thread_local bool this_thread_exited = false;
+// initial-exec as this_thread_owner_id (biased_count.h): read each time a tensor is made.
+constinit thread_local ThreadQueue* this_thread_queue __attribute__((tls_model("initial-exec"))) = nullptr;
+constinit thread_local bool this_thread_exited __attribute__((tls_model("initial-exec"))) = false;
 
 }  // namespace
 
@@ -84,9 +85,10 @@ struct CountQueues {
     objects.clear();
   }
 
-  // A forked child has one thread, the one that forked: the others' queues will never be merged
-  // by them, so the forking thread's queue takes what was queued to them (their `local` counts are
-  // final: those threads do not exist here).
+  // A forked child has one thread, the one that forked: the others are gone, as if they had
+  // exited (their `local` counts are final), so what was queued to them is merged here, after the
+  // lock is released (a dispose may queue). A reference a vanished thread held, or was handing
+  // over, is lost with it, as any memory it owned.
   void after_fork_in_child() {
     std::vector<BiasedCount*> orphans;
     for (auto it = live.begin(); it != live.end();) {
@@ -97,11 +99,8 @@ struct CountQueues {
       for (BiasedCount* object : it->second->queued) orphans.push_back(object);
       it = live.erase(it);
     }
-    if (this_thread_queue != nullptr && !orphans.empty()) {
-      for (BiasedCount* object : orphans) this_thread_queue->queued.push_back(object);
-      this_thread_queue->pending.store(true, std::memory_order_relaxed);
-    }
     mutex.unlock();
+    merge_all(orphans);
   }
 
   std::mutex mutex;
@@ -128,11 +127,20 @@ struct ThreadRegistration {
   }
 };
 
+// Made at load time: a fork while another thread was inside get()'s first call would leave the
+// child waiting on its initialisation for ever.
+[[maybe_unused]] CountQueues& queues_at_load = CountQueues::get();
+
+constinit thread_local int this_thread_merges_deferred __attribute__((tls_model("initial-exec"))) = 0;
+
 // This thread's owner id, registering it on first use; 0 (objects made unowned) when it is
 // exiting or cannot be registered.
 uint64_t owner_id_for_new_object() noexcept {
   if (this_thread_owner_id != 0) {
-    merge_queued_counts();  // a safe point: the thread is making an object, not inside a drop
+    // A safe point, as a garbage collector's allocation is one: a thread that makes tensors keeps
+    // its queue short (a producer whose tensors a consumer thread drops), unless foreign code is
+    // running on it (DeferCountMerges).
+    if (this_thread_merges_deferred == 0) merge_queued_counts();
     return this_thread_owner_id;
   }
   if (this_thread_exited) return 0;
@@ -197,6 +205,9 @@ int64_t BiasedCount::merge(int64_t extra) noexcept {
                                           std::memory_order_relaxed));
   return count;
 }
+
+DeferCountMerges::DeferCountMerges() noexcept { ++this_thread_merges_deferred; }
+DeferCountMerges::~DeferCountMerges() { --this_thread_merges_deferred; }
 
 void merge_queued_counts() noexcept {
   ThreadQueue* queue = this_thread_queue;

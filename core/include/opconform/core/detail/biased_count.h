@@ -15,7 +15,8 @@
 // whoever brings it to zero destroys. A non-owner whose drop would take an unmerged `shared` to
 // zero or below cannot know whether `local` is zero too: it leaves its reference to the owner's
 // queue instead (flag `queued`, the count unchanged), and the owner merges queued objects at its
-// next safe point: when it makes an object, when it calls merge_queued_counts(), when it exits.
+// next safe point: when it makes an object (not while a plugin's kernel runs: DeferCountMerges),
+// when it calls merge_queued_counts() (a thread pool before each job), when it exits.
 // A thread that has exited merges nothing: a drop that would queue to it merges on the spot
 // (nothing writes `local` any more). Thread ids are serial numbers, never reused.
 #include <atomic>
@@ -80,8 +81,20 @@ class BiasedCount {
   std::atomic<int64_t> shared_;
 };
 
-// Merges the objects other threads queued to this one (Note [Biased reference counts]). Threads
-// that keep objects alive across long idle stretches call it at their own safe points.
+// Merges the objects other threads queued to this one (Note [Biased reference counts]); those
+// whose count is then zero are destroyed here. Threads that own objects and wait for long
+// stretches (a thread pool's) call it at their own safe points.
 void merge_queued_counts() noexcept;
+
+// While one lives, making an object is no safe point on this thread: foreign code runs on it (a
+// plugin's kernel, which may hold its own locks while it asks for an output tensor, and whose
+// deleter a queued tensor's destruction could call).
+class DeferCountMerges {
+ public:
+  DeferCountMerges() noexcept;
+  ~DeferCountMerges();
+  DeferCountMerges(const DeferCountMerges&) = delete;
+  DeferCountMerges& operator=(const DeferCountMerges&) = delete;
+};
 
 }  // namespace opconform::detail
