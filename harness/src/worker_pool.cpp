@@ -467,9 +467,7 @@ class Pool {
   void lost(Worker& w, conformance::Outcome outcome, std::string reason) {
     auto& results = results_[w.case_index];
     const PlannedCase& c = cases_[w.case_index];
-    // A death after the running check's result was sent (between checks) is the next check's.
-    size_t check = w.running;
-    if (check < results.size() && results[check]) ++check;
+    const size_t check = check_lost_with(w);
     w.busy = false;
     if (w.settling) {
       reason += ", on a thread the check's kernel started and left running after it returned";
@@ -513,12 +511,18 @@ class Pool {
     }
   }
 
+  // The check a worker's end costs: the running one, or, once its result was sent (between
+  // checks), the next one (the case's check count when there is none).
+  size_t check_lost_with(const Worker& w) const {
+    const auto& results = results_[w.case_index];
+    return w.running < results.size() && results[w.running] ? w.running + 1 : w.running;
+  }
+
   void crashed(Worker& w) {
     const int status = reap(w, false);
     if (w.retiring) {  // Note [A CUDA fault ends the worker]: the case goes on in a new worker
       w.retiring = false, w.busy = false;
-      size_t next = w.running;
-      if (next < results_[w.case_index].size() && results_[w.case_index][next]) ++next;
+      const size_t next = check_lost_with(w);
       if (next < cases_[w.case_index].checks.size()) pending_.emplace_front(w.case_index, next);
       else complete(w.case_index);
       return;
@@ -540,8 +544,7 @@ class Pool {
   // that run gives, and its message tells of the first worker's death and what that worker had
   // run last. A check that dies that way in a new worker too is crashed, as before.
   bool run_again_in_a_new_worker(Worker& w, const std::string& death) {
-    size_t check = w.running;
-    if (check < results_[w.case_index].size() && results_[w.case_index][check]) ++check;
+    const size_t check = check_lost_with(w);
     if (!w.started || w.loading || !w.last_note.empty() || check >= cases_[w.case_index].checks.size()) return false;
     const auto key = std::make_pair(w.case_index, check);
     if (first_deaths_.count(key) != 0) return false;
