@@ -6,6 +6,7 @@
 #include <deque>
 #include <exception>
 
+#include "opconform/core/cuda.h"
 #include "opconform/core/default_value.h"
 #include "opconform/core/detail/biased_count.h"
 #include "opconform/core/dlpack.h"
@@ -370,6 +371,7 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
     // The kernel may hold its own locks while it asks for an output (ctx->new_tensor): no tensor
     // queued to this thread is destroyed meanwhile (Note [Biased reference counts]).
     const opconform::detail::DeferCountMerges foreign_code_runs;
+    const opconform::cuda::KernelTimer timed(!fake && arena.device.is_cuda());  // Note [The kernels' own time]
     status = kernel.fn(&ctx, in.data(), static_cast<int64_t>(in.size()), out.data(), static_cast<int64_t>(out.size()),
                        kernel.user_data);
   }

@@ -15,6 +15,8 @@ bool compiled_with_cuda() { return false; }
 std::optional<std::string> device_fault() { return std::nullopt; }
 int device_count() { return 0; }
 std::string unavailable_reason() { return "opconform was built without CUDA (nvcc not found at configure time)"; }
+KernelTimer::KernelTimer(bool) {}
+KernelTimer::~KernelTimer() = default;
 }  // namespace cuda
 }  // namespace opconform
 #endif

@@ -23,6 +23,7 @@ struct CudaRuntime {
   cudaError_t (*free_async)(void*, cudaStream_t) = nullptr;
   cudaError_t (*device_get_default_mem_pool)(cudaMemPool_t*, int) = nullptr;
   cudaError_t (*mem_pool_set_attribute)(cudaMemPool_t, cudaMemPoolAttr, void*) = nullptr;
+  bool traced = false;  // OPCONFORM_CUDA_TRACE: the functions above count and time each call
   std::string library;  // the file loaded
   std::string why;      // empty when loaded
 

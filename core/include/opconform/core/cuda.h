@@ -3,6 +3,7 @@
 // "not available" with the reason, so tests can skip with it.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -27,5 +28,23 @@ std::string unavailable_reason();
 // runs in a fresh process. Null when this process has allocated no CUDA memory (nothing to ask,
 // and no context is created by asking) or the device is healthy; else the runtime's error.
 std::optional<std::string> device_fault();
+
+// Note [The kernels' own time]: under OPCONFORM_CUDA_TRACE (Note [Tracing the CUDA runtime calls])
+// a library kernel that the harness calls on CUDA tensors is timed from its call until the device
+// is idle again (the device is synchronised before and after), and the trace prints the total
+// beside the runtime calls: a CUDA check's time splits into the library's and the harness's own.
+// Device-wide synchronisation rather than CUDA events, because a library may use streams of its
+// own. Without the trace, or in a build without CUDA, the timer does nothing.
+class KernelTimer {
+ public:
+  explicit KernelTimer(bool on_cuda);
+  ~KernelTimer();
+  KernelTimer(const KernelTimer&) = delete;
+  KernelTimer& operator=(const KernelTimer&) = delete;
+
+ private:
+  bool timing_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
 
 }  // namespace opconform::cuda
