@@ -169,6 +169,36 @@ TEST(MemoryGuardTest, BuffersOutliveTheirScopeAndFindingsAreCounted) {
       Error);
 }
 
+// Note [Reused guard mappings]: a freed guard_pages mapping is given to the next buffer of its
+// length zeroed, as a fresh one; one whose guard page a fault opened is not given again.
+TEST(MemoryGuardTest, AReusedMappingIsZeroedAndKeepsItsGuards) {
+  memory_guard::GuardScope scope(memory_guard::Placement::guard_pages);
+  const void* first = nullptr;
+  {
+    Tensor t = floats(9);  // 0.5, 1.5, ...: nonzero bytes
+    first = t.const_data_ptr();
+  }
+  Tensor again = empty({9}, TensorOptions(DType::Float32));
+  ASSERT_EQ(again.const_data_ptr(), first) << "a mapping of this length was kept: it is the one given";
+  for (int64_t i = 0; i < 9; ++i) EXPECT_EQ(again.const_data_ptr<float>()[i], 0.0f) << i;
+  // Its guard pages are closed still: a read past the end is seen.
+  touch(again.const_data_ptr<float>() + 9);
+  auto findings = scope.findings();
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].kind, memory_guard::Finding::Kind::touched_after);
+}
+
+TEST(MemoryGuardTest, AMappingWhoseGuardAFaultOpenedIsNotReused) {
+  memory_guard::GuardScope scope(memory_guard::Placement::guard_pages);
+  {
+    Tensor t = floats(7);
+    touch(t.const_data_ptr<float>() + 7);  // opens the page after
+  }
+  Tensor again = floats(7);  // the kernel may map it at the same address, with closed guards
+  touch(again.const_data_ptr<float>() + 7);  // seen again
+  EXPECT_EQ(scope.findings().size(), 2u);
+}
+
 // CUDA buffers get the guard bytes, written and read back through the device allocator. The
 // overrun is made by a device copy one element past the end, as a kernel's store would.
 TEST(MemoryGuardCuda, AWritePastADeviceBufferIsSeen) {

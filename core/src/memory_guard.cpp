@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -46,6 +47,7 @@ struct Block {
 // `lo` last (release) and withdrawn by storing 0 before its pages are unmapped.
 struct PageGuard {
   std::atomic<uintptr_t> lo{0};
+  std::atomic<bool> opened{false};  // a fault opened the page: its mapping is not reused
   uintptr_t hi = 0;
   uintptr_t data = 0;
   size_t nbytes = 0;
@@ -84,6 +86,7 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
     if (lo == 0 || addr < lo || addr >= g.hi) continue;
     const size_t n = g_fault_count.fetch_add(1, std::memory_order_relaxed);
     if (n < kMaxFaults) g_faults[n] = {g.data, g.nbytes, addr, g.after, access_of(uctx)};
+    g.opened.store(true, std::memory_order_relaxed);
     ::mprotect(reinterpret_cast<void*>(lo), g.hi - lo, PROT_READ | PROT_WRITE);
     return;  // the instruction runs again, on the opened page
   }
@@ -150,15 +153,58 @@ int claim_slot(uintptr_t lo, uintptr_t hi, const Block& b, uintptr_t data, bool 
     PageGuard& g = g_page_guards[i];
     if (g.lo.load(std::memory_order_relaxed) != 0) continue;
     g.hi = hi, g.data = data, g.nbytes = b.nbytes, g.after = after;
+    g.opened.store(false, std::memory_order_relaxed);
     g.lo.store(lo, std::memory_order_release);
     return static_cast<int>(i);
   }
   return -1;
 }
 
-void release_slots(const Block& b) {
-  for (int s : b.slots)
-    if (s >= 0) g_page_guards[s].lo.store(0, std::memory_order_release);
+// Withdraws a block's page guards; true when a fault opened one of them.
+bool release_slots(const Block& b) {
+  bool opened = false;
+  for (int s : b.slots) {
+    if (s < 0) continue;
+    opened = opened || g_page_guards[s].opened.load(std::memory_order_relaxed);
+    g_page_guards[s].lo.store(0, std::memory_order_release);
+  }
+  return opened;
+}
+
+// Note [Reused guard mappings]: a guard_pages buffer costs an mmap, two mprotects and an munmap,
+// and each munmap a TLB shootdown on the CPUs the process runs on (about 4% of the ATen adapter's
+// check on 2 cores, perf). Freed mappings whose guard pages no fault opened are kept by length
+// (up to kKeptBytes) and given to the next buffer of that length with their data pages zeroed, as
+// a fresh mapping's are: no outcome depends on the reuse. Guarded by State::mutex.
+constexpr size_t kKeptBytes = size_t{64} << 20;
+struct KeptMappings {
+  std::unordered_map<size_t, std::vector<unsigned char*>> by_length;
+  size_t bytes = 0;
+};
+KeptMappings& kept_mappings() {
+  static auto* k = new KeptMappings();  // never destroyed, as State
+  return *k;
+}
+
+unsigned char* take_kept_mapping(size_t length) {
+  KeptMappings& k = kept_mappings();
+  auto it = k.by_length.find(length);
+  if (it == k.by_length.end() || it->second.empty()) return nullptr;
+  unsigned char* base = it->second.back();
+  it->second.pop_back();
+  k.bytes -= length;
+  return base;
+}
+
+// Keeps the mapping for reuse, or unmaps it when it is not reusable or the store is full.
+void give_back_mapping(unsigned char* base, size_t length, bool guard_opened) {
+  KeptMappings& k = kept_mappings();
+  if (guard_opened || k.bytes + length > kKeptBytes) {
+    ::munmap(base, length);
+    return;
+  }
+  k.by_length[length].push_back(base);
+  k.bytes += length;
 }
 
 // guard_pages: [inaccessible page][data pages, the buffer at their end][inaccessible page].
@@ -167,7 +213,9 @@ bool place_in_pages(Block& b) {
   const size_t page = page_size();
   const size_t data_len = round_up(b.nbytes, page);
   b.mapped = data_len + 2 * page;
-  void* base = ::mmap(nullptr, b.mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  unsigned char* kept = take_kept_mapping(b.mapped);
+  void* base = kept;
+  if (kept == nullptr) base = ::mmap(nullptr, b.mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   OPCONFORM_CHECK(base != MAP_FAILED, ErrorCode::kDevice, "out of memory mapping a guarded buffer of ", b.nbytes,
                   " bytes");
   b.base = static_cast<unsigned char*>(base);
@@ -177,11 +225,16 @@ bool place_in_pages(Block& b) {
   b.slots[1] = claim_slot(reinterpret_cast<uintptr_t>(end), reinterpret_cast<uintptr_t>(end + page), b, data, true);
   if (b.slots[0] < 0 || b.slots[1] < 0) {
     release_slots(b);
-    ::munmap(base, b.mapped);
+    if (kept != nullptr) give_back_mapping(kept, b.mapped, false);
+    else ::munmap(base, b.mapped);
     return false;
   }
-  ::mprotect(b.base, page, PROT_NONE);
-  ::mprotect(end, page, PROT_NONE);
+  if (kept != nullptr) {
+    std::memset(b.base + page, 0, data_len);  // as a fresh mapping; its guard pages are still closed
+  } else {
+    ::mprotect(b.base, page, PROT_NONE);
+    ::mprotect(end, page, PROT_NONE);
+  }
   b.placement = Placement::guard_pages;
   return true;
 }
@@ -226,16 +279,19 @@ class GuardedAllocator final : public Allocator {
       }
       b = it->second;
       s.blocks.erase(it);
-      release_slots(b);
+      const bool guard_opened = release_slots(b);
       if (b.in_scope && s.active.load()) {
         try {
           check_block(b, true, s.freed_findings);
         } catch (...) {  // a device that cannot copy now: nothing to report, the memory still goes
         }
       }
+      if (b.placement == Placement::guard_pages) {
+        give_back_mapping(b.base, b.mapped, guard_opened);
+        return;
+      }
     }
-    if (b.placement == Placement::guard_pages) ::munmap(b.base, b.mapped);
-    else allocator_for(device.type).deallocate(b.base, device);
+    allocator_for(device.type).deallocate(b.base, device);
   }
 
   void copy_from_host(void* dst, const void* src, size_t n, Device device) override {
