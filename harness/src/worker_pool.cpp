@@ -84,21 +84,34 @@ std::string read_running_note(const RunningNote* note) {
 // thread_safety pool) are not waited for.
 constexpr auto kSettleTime = std::chrono::milliseconds(250);
 
-// The ids of this process's threads that are not opconform's own.
-std::vector<pid_t> foreign_threads() {
+// The ids of this process's threads that are not opconform's own, sorted. Read before and after
+// every check: a thread's name (/proc/self/task/N/comm) is read once, the first time its id is
+// seen; `known_foreign` (an earlier answer) and the ids already found to be opconform's are not
+// read again (opconform's threads never end, so their ids are not reused).
+std::vector<pid_t> foreign_threads(const std::vector<pid_t>& known_foreign = {}) {
+  static std::vector<pid_t> own;  // sorted
   std::vector<pid_t> out;
   DIR* dir = ::opendir("/proc/self/task");
   if (dir == nullptr) return out;
   while (const dirent* e = ::readdir(dir)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     const pid_t tid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+    if (std::binary_search(own.begin(), own.end(), tid)) continue;
+    if (std::binary_search(known_foreign.begin(), known_foreign.end(), tid)) {
+      out.push_back(tid);
+      continue;
+    }
     char path[64], comm[32] = {};
     std::snprintf(path, sizeof path, "/proc/self/task/%d/comm", static_cast<int>(tid));
     if (const int fd = ::open(path, O_RDONLY | O_CLOEXEC); fd >= 0) {
       (void)!::read(fd, comm, sizeof comm - 1);
       ::close(fd);
     }
-    if (std::strncmp(comm, "opc-", 4) != 0) out.push_back(tid);
+    if (std::strncmp(comm, "opc-", 4) != 0) {
+      out.push_back(tid);
+    } else {
+      own.insert(std::upper_bound(own.begin(), own.end(), tid), tid);
+    }
   }
   ::closedir(dir);
   std::sort(out.begin(), out.end());
@@ -115,7 +128,7 @@ bool settle(const std::vector<pid_t>& before, std::vector<pid_t> now) {
     if (started.empty()) return true;
     if (Clock::now() >= deadline) return false;
     ::usleep(2000);
-    now = foreign_threads();
+    now = foreign_threads(now);
   }
 }
 
@@ -174,16 +187,16 @@ CaseResult with_device_fault(CaseResult r, const std::string& fault) {
         case_index, first_check,
         [&](size_t check) {
           note_running("");
-          threads_before = foreign_threads();
+          threads_before = foreign_threads(threads_before);
           if (!write_all(replies, encode_frame("S " + std::to_string(check)))) _exit(4);
         },
         [&](const CaseResult& r) {
           // Note [Threads a kernel leaves running]
-          std::vector<pid_t> now = foreign_threads();
+          std::vector<pid_t> now = foreign_threads(threads_before);
           if (now != threads_before) {
             if (!write_all(replies, encode_frame("W"))) _exit(4);
-            settle(threads_before, std::move(now));  // a crash meanwhile keeps the sample noted
-            threads_before = foreign_threads();  // what lives on is not waited for again
+            settle(threads_before, now);  // a crash meanwhile keeps the sample noted
+            threads_before = foreign_threads(now);  // what lives on is not waited for again
           }
           note_running("");  // a death from here on is between checks
           const std::optional<std::string> fault = cuda::device_fault();
