@@ -1190,6 +1190,16 @@ struct BuilderGenerator {
   Sample materialize(const BuilderPlan& plan) const {
     if (plan.error) throw *plan.error;
     Stack args = run(plan, nullptr, nullptr);
+    // A builder may compute a tensor (a mean, indices, offsets) on the host where it drew the
+    // others on the plan's device: a sample lives on one device, so it moves there (on an H200,
+    // ATen's CUDA kernels refused samples of five ops with "offsets is on cpu").
+    if (!plan.device.is_cpu()) {
+      for (IValue& v : args) {
+        v = map_tensors(v, [&](const Tensor& t) {
+          return t.defined() && t.device().is_cpu() && !t.is_meta_data() ? t.to(plan.device) : t;
+        });
+      }
+    }
     if (spec.requires_grad) require_grad(args, schema);
     std::string d = describe(args, names);
     return Sample(std::move(args), std::move(d));

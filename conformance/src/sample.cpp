@@ -50,17 +50,14 @@ void describe_value(std::ostream& out, const IValue& v) {
   }
 }
 
-// A copy of a storage's bytes on the same device (through the host for non-CPU devices).
+// A copy of a storage's bytes on the same device.
 std::shared_ptr<Storage> copy_storage(const Storage& s) {
   auto copy = Storage::allocate(s.nbytes(), s.device());
   if (s.nbytes() == 0) return copy;
   if (s.device().is_cpu()) {
     std::memcpy(copy->data(), s.data(), s.nbytes());
   } else {
-    std::vector<unsigned char> host(s.nbytes());
-    Allocator& a = allocator_for(s.device().type);
-    a.copy_to_host(host.data(), s.data(), s.nbytes(), s.device());
-    a.copy_from_host(copy->data(), host.data(), s.nbytes(), s.device());
+    allocator_for(s.device().type).copy_on_device(copy->data(), s.data(), s.nbytes(), s.device());
   }
   return copy;
 }

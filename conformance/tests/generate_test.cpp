@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <set>
@@ -16,6 +17,7 @@
 #include "opconform/core/input_constraints.h"
 #include "opconform/core/registry.h"
 #include "opconform/core/schema.h"
+#include "opconform/core/storage.h"
 #include "support/error_of.h"
 
 namespace opconform::conformance {
@@ -601,6 +603,33 @@ TEST(SampleBuilder, FailingEverywhereShrinksEveryDrawToItsSimplestValue) {
   EXPECT_EQ(args[3].to_int(), -4);
   EXPECT_EQ(args[4].to_double(), 0.5);
   EXPECT_FALSE(args[5].to_bool());
+}
+
+// A sample lives on one device: a tensor the builder computed on the host (a mean, offsets)
+// moves to the plan's device (ATen's CUDA kernels refused such samples: "offsets is on cpu").
+TEST(SampleBuilder, TensorsTheBuilderMadeOnTheHostMoveToTheSamplesDevice) {
+  struct HostMemory final : Allocator {
+    void* allocate(size_t n, Device) override { return std::malloc(n == 0 ? 1 : n); }
+    void deallocate(void* p, Device) override { std::free(p); }
+    void copy_from_host(void* d, const void* s, size_t n, Device) override { std::memcpy(d, s, n); }
+    void copy_to_host(void* d, const void* s, size_t n, Device) override { std::memcpy(d, s, n); }
+  };
+  static HostMemory memory;
+  const Device dev(register_device_type("generate_test_device"), 0);
+  set_allocator(dev.type, &memory);
+  TestOp declared("gentest_m::f(Tensor x, Tensor mean, Tensor[] parts) -> Tensor", [](SampleDraw& draw) {
+    Tensor x = draw.tensor(draw.shape(1, 2), draw.dtype());
+    Tensor mean = full({1}, 0.5);  // made here, on the host
+    return Stack{IValue(x), IValue(mean), IValue(std::vector<Tensor>{full({2}, 1.0)})};
+  });
+  GenerateSpec spec = spec_with(5);
+  spec.devices = {dev};
+  for (const auto& s : generate_samples(declared.op, spec)) {
+    EXPECT_EQ(s.args[0].to_tensor().device(), dev) << s.description;
+    EXPECT_EQ(s.args[1].to_tensor().device(), dev) << s.description;
+    EXPECT_EQ(s.args[1].to_tensor().item().to_double(), 0.5);
+    EXPECT_EQ(s.args[2].to_tensor_list().at(0).device(), dev) << s.description;
+  }
 }
 
 TEST(SampleBuilder, DrawsFollowTheSpec) {

@@ -300,6 +300,9 @@ class GuardedAllocator final : public Allocator {
   void copy_to_host(void* dst, const void* src, size_t n, Device device) override {
     allocator_for(device.type).copy_to_host(dst, src, n, device);
   }
+  void copy_on_device(void* dst, const void* src, size_t n, Device device) override {
+    allocator_for(device.type).copy_on_device(dst, src, n, device);
+  }
 };
 
 GuardedAllocator& guarded_allocator() {

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "opconform/core/error.h"
 #include "opconform/core/memory_guard.h"
@@ -55,6 +56,12 @@ AllocatorTable& allocator_table() {
 }
 
 }  // namespace
+
+void Allocator::copy_on_device(void* dst, const void* src, size_t nbytes, Device device) {
+  std::vector<unsigned char> host(nbytes);
+  copy_to_host(host.data(), src, nbytes, device);
+  copy_from_host(dst, host.data(), nbytes, device);
+}
 
 Allocator& allocator_for(DeviceType type) {
   static CpuAllocator cpu;

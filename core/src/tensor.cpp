@@ -183,6 +183,16 @@ void write_span_back(const Tensor& t, const Tensor& host) {
       .copy_from_host(const_cast<void*>(t.const_data_ptr()), host.storage()->data(), nbytes, t.device());
 }
 
+// A copy between two tensors of one non-CPU device with one dtype and one dense layout is one copy
+// of their bytes on the device (a CUDA clone: one device-to-device copy instead of a round trip
+// through the host). Non-negative strides, as everywhere here: the bytes start at the data pointer.
+bool copies_bytes_on_device(const Tensor& dst, const Tensor& src) {
+  return !dst.device().is_cpu() && dst.device() == src.device() && dst.dtype() == src.dtype() &&
+         std::equal(dst.strides().begin(), dst.strides().end(), src.strides().begin(), src.strides().end()) &&
+         std::equal(dst.sizes().begin(), dst.sizes().end(), src.sizes().begin(), src.sizes().end()) &&
+         dst.is_non_overlapping_and_dense() && !memory_overlaps(dst, src);
+}
+
 // Fills contiguous CUDA memory with a device kernel; false when the build has none.
 bool fill_on_cuda(const Tensor& t, const Scalar& value) {
   alignas(16) unsigned char pattern[16];
@@ -735,6 +745,13 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
                   src.device().to_string(), " into one on ", device().to_string(), ": the source has no data");
   if (s.device().is_cpu() && memory_overlaps(*this, s)) {
     s = s.clone();  // read everything before writing anything
+  }
+  if (copies_bytes_on_device(*this, s)) {
+    allocator_for(device().type)
+        .copy_on_device(const_cast<void*>(const_data_ptr()), s.const_data_ptr(), static_cast<size_t>(numel()) * itemsize(),
+                        device());
+    bump_version();
+    return *this;
   }
   Tensor host_src = s.device().is_cpu() ? s : host_copy_of_span(s);
   if (device().is_cpu()) {

@@ -8,6 +8,8 @@
 #include <rapidcheck/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "opconform/core/error.h"
+#include "opconform/core/storage.h"
 #include "support/error_of.h"
 
 namespace opconform {
@@ -1212,6 +1215,58 @@ RC_GTEST_PROP(TensorProperty, CopyBetweenRandomViewsMatchesConvertScalar, ()) {
     RC_LOG() << "element " << shape_str(idx) << ": source " << s << ", got " << got << ", expected " << expected << "\n";
     RC_ASSERT(got.identical(expected));
   });
+}
+
+
+// A second device on host memory that counts its copies: a dense copy between two of its tensors
+// is one copy on the device; anything else goes through the host, with the same values.
+struct CountingMemory final : Allocator {
+  void* allocate(size_t n, Device) override { return std::malloc(n == 0 ? 1 : n); }
+  void deallocate(void* p, Device) override { std::free(p); }
+  void copy_from_host(void* d, const void* s, size_t n, Device) override { ++to_device, std::memcpy(d, s, n); }
+  void copy_to_host(void* d, const void* s, size_t n, Device) override { ++to_host, std::memcpy(d, s, n); }
+  void copy_on_device(void* d, const void* s, size_t n, Device) override { ++on_device, std::memcpy(d, s, n); }
+  int to_device = 0, to_host = 0, on_device = 0;
+};
+
+TEST(TensorCopy, ADenseCopyOnADeviceIsOneCopyThereOthersGoThroughTheHost) {
+  static CountingMemory memory;
+  const Device dev(register_device_type("tensor_test_counting_device"), 0);
+  set_allocator(dev.type, &memory);
+  const Tensor x = arange(12, TensorOptions(DType::Float32)).view({3, 4}).to(dev);
+  const std::vector<float> want = arange(12, TensorOptions(DType::Float32)).to_vector<float>();
+  memory = CountingMemory();
+
+  EXPECT_EQ(x.clone().to_vector<float>(), want);  // contiguous
+  EXPECT_EQ(memory.on_device, 1);
+  const Tensor t = x.transpose(0, 1);  // dense, not contiguous: clone keeps its strides
+  const Tensor tc = t.clone();
+  EXPECT_EQ(tc.strides()[0], 1);
+  EXPECT_EQ(memory.on_device, 2);
+  EXPECT_EQ(tc.to_vector<float>(), t.to_vector<float>());
+
+  memory = CountingMemory();
+  const Tensor c = t.contiguous();  // another layout: through the host
+  EXPECT_EQ(memory.on_device, 0);
+  EXPECT_GT(memory.to_host, 0);
+  EXPECT_EQ(c.to_vector<float>(), t.to_vector<float>());
+  // Another dtype: through the host too, converted.
+  EXPECT_EQ(empty({3, 4}, TensorOptions(DType::Float64, dev)).copy_(x).to_vector<double>()[11], 11.0);
+  EXPECT_EQ(memory.on_device, 0);
+}
+
+TEST(TensorCopy, TheDefaultCopyOnADeviceGoesThroughTheHost) {
+  struct HostOnly final : Allocator {
+    void* allocate(size_t n, Device) override { return std::malloc(n == 0 ? 1 : n); }
+    void deallocate(void* p, Device) override { std::free(p); }
+    void copy_from_host(void* d, const void* s, size_t n, Device) override { std::memcpy(d, s, n); }
+    void copy_to_host(void* d, const void* s, size_t n, Device) override { std::memcpy(d, s, n); }
+  };
+  static HostOnly memory;
+  const Device dev(register_device_type("tensor_test_host_only_device"), 0);
+  set_allocator(dev.type, &memory);
+  const Tensor x = arange(6, TensorOptions(DType::Int64)).to(dev);
+  EXPECT_EQ(x.clone().to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
 }
 
 }  // namespace

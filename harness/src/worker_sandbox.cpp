@@ -32,11 +32,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <thread>
 
 #if defined(OPCONFORM_WITH_SECCOMP)
 #include <seccomp.h>
@@ -195,6 +198,18 @@ bool kept_by_default(const std::string& name) {
     if (name == e) return true;
   return starts_with(name, "LC_") || starts_with(name, "CUDA_") || starts_with(name, "NVIDIA_") ||
          starts_with(name, "OPCONFORM_");
+}
+
+std::string omp_threads_per_worker(unsigned cores, int jobs) {
+  return std::to_string(std::max(1u, cores / static_cast<unsigned>(std::max(jobs, 1))));
+}
+
+void share_cores_among_workers(int jobs) {
+  static std::string ours;  // the value this process set, if any
+  const char* now = std::getenv("OMP_NUM_THREADS");
+  if (now != nullptr && ours != now) return;  // the user's
+  ours = omp_threads_per_worker(std::max(1u, std::thread::hardware_concurrency()), jobs);
+  ::setenv("OMP_NUM_THREADS", ours.c_str(), 1);
 }
 
 unsigned enter_sandbox(const SandboxOptions& options, pid_t harness) {

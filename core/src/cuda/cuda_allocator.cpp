@@ -102,6 +102,11 @@ class CudaAllocator final : public Allocator {
     DeviceGuard guard(device);
     check(rt().memcpy(dst, src, n, cudaMemcpyDeviceToHost), "cudaMemcpy device to host");
   }
+  // On the legacy default stream, as every copy and allocation here (Note [Stream-ordered CUDA memory]).
+  void copy_on_device(void* dst, const void* src, size_t n, Device device) override {
+    DeviceGuard guard(device);
+    check(rt().memcpy(dst, src, n, cudaMemcpyDeviceToDevice), "cudaMemcpy device to device");
+  }
 };
 
 struct Probe {

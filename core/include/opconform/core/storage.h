@@ -28,6 +28,9 @@ class Allocator {
   virtual void copy_from_host(void* dst, const void* src, size_t nbytes, Device device) = 0;
   // dst is host memory, src device memory.
   virtual void copy_to_host(void* dst, const void* src, size_t nbytes, Device device) = 0;
+  // dst and src are memory of the same device, not overlapping. By default through the host; a
+  // device that copies on itself overrides it (CUDA: one device-to-device copy instead of two).
+  virtual void copy_on_device(void* dst, const void* src, size_t nbytes, Device device);
 };
 
 // The allocator for a device type; throws Error(kDevice) when there is none (CUDA in a build

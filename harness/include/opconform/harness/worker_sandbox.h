@@ -47,4 +47,14 @@ unsigned probe_sandbox(const SandboxOptions& options);
 // CUDA_*, OPCONFORM_*, sanitizer options).
 bool kept_by_default(const std::string& name);
 
+// Note [A worker's share of the cores]: a library with a thread pool of its own (ATen's OpenMP
+// pool: one thread per core) in each of N workers puts N x cores threads on the cores. On an H200
+// host's 16 cores, ATen 2.11's check of the a*-c* ops took 8.2 s with -j 16 and 4.5 s with
+// OMP_NUM_THREADS=1, and 43.2 s / 33.2 s with -j 1. So workers get OMP_NUM_THREADS = cores / jobs
+// (at least 1) unless the user set it. The value for `cores` and `jobs`:
+std::string omp_threads_per_worker(unsigned cores, int jobs);
+// Sets OMP_NUM_THREADS for the workers a run of `jobs` starts, unless the user set it (a value
+// this process set earlier, for another run, is replaced).
+void share_cores_among_workers(int jobs);
+
 }  // namespace opconform::harness
