@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <set>
@@ -17,8 +16,8 @@
 #include "opconform/core/input_constraints.h"
 #include "opconform/core/registry.h"
 #include "opconform/core/schema.h"
-#include "opconform/core/storage.h"
 #include "support/error_of.h"
+#include "support/host_memory.h"
 
 namespace opconform::conformance {
 namespace {
@@ -608,13 +607,7 @@ TEST(SampleBuilder, FailingEverywhereShrinksEveryDrawToItsSimplestValue) {
 // A sample lives on one device: a tensor the builder computed on the host (a mean, offsets)
 // moves to the plan's device (ATen's CUDA kernels refused such samples: "offsets is on cpu").
 TEST(SampleBuilder, TensorsTheBuilderMadeOnTheHostMoveToTheSamplesDevice) {
-  struct HostMemory final : Allocator {
-    void* allocate(size_t n, Device) override { return std::malloc(n == 0 ? 1 : n); }
-    void deallocate(void* p, Device) override { std::free(p); }
-    void copy_from_host(void* d, const void* s, size_t n, Device) override { std::memcpy(d, s, n); }
-    void copy_to_host(void* d, const void* s, size_t n, Device) override { std::memcpy(d, s, n); }
-  };
-  static HostMemory memory;
+  static opconform::testing::HostMemory memory;
   const Device dev(register_device_type("generate_test_device"), 0);
   set_allocator(dev.type, &memory);
   TestOp declared("gentest_m::f(Tensor x, Tensor mean, Tensor[] parts) -> Tensor", [](SampleDraw& draw) {

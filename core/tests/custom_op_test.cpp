@@ -9,6 +9,7 @@
 
 #include "opconform/core/custom_op.h"
 #include "support/error_of.h"
+#include "support/host_memory.h"
 #include "support/float_ops.h"
 
 namespace opconform {
@@ -255,16 +256,8 @@ TEST_F(CustomOpTest, MetaCallWithoutAFakeKernelIsAClearError) {
   EXPECT_EQ(calls, 0);
 }
 
-// Host memory for a second device type.
-struct HostMemory final : Allocator {
-  void* allocate(size_t n, Device) override { return std::malloc(n == 0 ? 1 : n); }
-  void deallocate(void* p, Device) override { std::free(p); }
-  void copy_from_host(void* d, const void* s, size_t n, Device) override { std::memcpy(d, s, n); }
-  void copy_to_host(void* d, const void* s, size_t n, Device) override { std::memcpy(d, s, n); }
-};
-
 TEST_F(CustomOpTest, RegisterKernelWithoutDevicesServesEveryDevice) {
-  static HostMemory memory;
+  static testing::HostMemory memory;
   DeviceType second = register_device_type("custom_op_test_device");
   set_allocator(second, &memory);
   int original = 0, every = 0;

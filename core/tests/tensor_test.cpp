@@ -22,6 +22,7 @@
 #include "opconform/core/error.h"
 #include "opconform/core/storage.h"
 #include "support/error_of.h"
+#include "support/host_memory.h"
 
 namespace opconform {
 namespace {
@@ -1218,24 +1219,15 @@ RC_GTEST_PROP(TensorProperty, CopyBetweenRandomViewsMatchesConvertScalar, ()) {
 }
 
 
-// A second device on host memory that counts its copies: a dense copy between two of its tensors
-// is one copy on the device; anything else goes through the host, with the same values.
-struct CountingMemory final : Allocator {
-  void* allocate(size_t n, Device) override { return std::malloc(n == 0 ? 1 : n); }
-  void deallocate(void* p, Device) override { std::free(p); }
-  void copy_from_host(void* d, const void* s, size_t n, Device) override { ++to_device, std::memcpy(d, s, n); }
-  void copy_to_host(void* d, const void* s, size_t n, Device) override { ++to_host, std::memcpy(d, s, n); }
-  void copy_on_device(void* d, const void* s, size_t n, Device) override { ++on_device, std::memcpy(d, s, n); }
-  int to_device = 0, to_host = 0, on_device = 0;
-};
-
+// A dense copy between two tensors of one device is one copy on the device; anything else goes
+// through the host, with the same values.
 TEST(TensorCopy, ADenseCopyOnADeviceIsOneCopyThereOthersGoThroughTheHost) {
-  static CountingMemory memory;
+  static testing::HostMemory memory(/*copies_on_device=*/true);
   const Device dev(register_device_type("tensor_test_counting_device"), 0);
   set_allocator(dev.type, &memory);
   const Tensor x = arange(12, TensorOptions(DType::Float32)).view({3, 4}).to(dev);
   const std::vector<float> want = arange(12, TensorOptions(DType::Float32)).to_vector<float>();
-  memory = CountingMemory();
+  memory.reset_counts();
 
   EXPECT_EQ(x.clone().to_vector<float>(), want);  // contiguous
   EXPECT_EQ(memory.on_device, 1);
@@ -1245,7 +1237,7 @@ TEST(TensorCopy, ADenseCopyOnADeviceIsOneCopyThereOthersGoThroughTheHost) {
   EXPECT_EQ(memory.on_device, 2);
   EXPECT_EQ(tc.to_vector<float>(), t.to_vector<float>());
 
-  memory = CountingMemory();
+  memory.reset_counts();
   const Tensor c = t.contiguous();  // another layout: through the host
   EXPECT_EQ(memory.on_device, 0);
   EXPECT_GT(memory.to_host, 0);
@@ -1256,17 +1248,14 @@ TEST(TensorCopy, ADenseCopyOnADeviceIsOneCopyThereOthersGoThroughTheHost) {
 }
 
 TEST(TensorCopy, TheDefaultCopyOnADeviceGoesThroughTheHost) {
-  struct HostOnly final : Allocator {
-    void* allocate(size_t n, Device) override { return std::malloc(n == 0 ? 1 : n); }
-    void deallocate(void* p, Device) override { std::free(p); }
-    void copy_from_host(void* d, const void* s, size_t n, Device) override { std::memcpy(d, s, n); }
-    void copy_to_host(void* d, const void* s, size_t n, Device) override { std::memcpy(d, s, n); }
-  };
-  static HostOnly memory;
+  static testing::HostMemory memory;  // Allocator's own copy_on_device
   const Device dev(register_device_type("tensor_test_host_only_device"), 0);
   set_allocator(dev.type, &memory);
   const Tensor x = arange(6, TensorOptions(DType::Int64)).to(dev);
+  memory.reset_counts();
   EXPECT_EQ(x.clone().to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(memory.on_device, 0);
+  EXPECT_GE(memory.to_host, 2);  // the clone's bounce, then to_vector's
 }
 
 }  // namespace
