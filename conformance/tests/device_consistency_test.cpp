@@ -19,12 +19,24 @@ class DeviceConsistencyTest : public ::testing::Test {
     for (const char* op : {"twice(Tensor x) -> Tensor", "drift(Tensor x) -> Tensor", "gpu_only(Tensor x) -> Tensor"})
       lib.define(op);
     lib.define("noise(Tensor x) -> Tensor", {Tag::nondeterministic_seeded});
+
     auto twice = [](const Tensor& x) { return map(x, [](double v) { return 2 * v; }); };
     lib.impl("twice", twice, DispatchKey::CPU);
     lib.impl("twice", twice, DispatchKey::CUDA);
     lib.impl("drift", twice, DispatchKey::CPU);
     lib.impl("drift", [](const Tensor& x) { return map(x, [](double v) { return 2 * v + 0.5; }); }, DispatchKey::CUDA);
     lib.impl("gpu_only", twice, DispatchKey::CUDA);
+    // Seeded bugs a CUDA kernel can hide from a contiguous float32 sample.
+    for (const char* op : {"strided_bug(Tensor x) -> Tensor", "half_bug(Tensor x) -> Tensor"}) {
+      lib.define(op);
+      lib.impl(std::string(op).substr(0, std::string(op).find('(')), twice, DispatchKey::CPU);
+    }
+    lib.impl("strided_bug", [](const Tensor& x) {  // right only for contiguous input
+      return map(x, [&](double v) { return x.is_contiguous() ? 2 * v : 2 * v + 0.5; });
+    }, DispatchKey::CUDA);
+    lib.impl("half_bug", [](const Tensor& x) {  // right but in float16
+      return map(x, [&](double v) { return x.dtype() == DType::Float16 ? 2 * v + 0.5 : 2 * v; });
+    }, DispatchKey::CUDA);
   }
   CheckResult run(const std::string& op, const Tensor& x) {
     Sample sample({IValue(x)});
@@ -63,6 +75,20 @@ TEST_F(DeviceConsistencyTest, CudaKernelsAgreeOrDifferFromTheCpuKernel) {
   const CheckResult alone = run("t::gpu_only", x);
   EXPECT_EQ(alone.outcome, Outcome::unsupported) << alone.message;
   EXPECT_NE(alone.message.find("none for the CPU"), std::string::npos) << alone.message;
+}
+
+// The two seeded bugs of issue 19: each passes on a contiguous float32 sample and fails on the
+// sample that shows it.
+TEST_F(DeviceConsistencyTest, BugsOnlyNonContiguousOrOnlyFloat16InputShowAreFound) {
+  if (!cuda::is_available()) GTEST_SKIP() << cuda::unavailable_reason();
+  const Tensor x = values(Device::cuda(0));
+  EXPECT_EQ(run("t::strided_bug", x).outcome, Outcome::passed);
+  const CheckResult strided = run("t::strided_bug", x.transpose(0, 1));
+  EXPECT_EQ(strided.outcome, Outcome::failed) << strided.message;
+  EXPECT_EQ(run("t::half_bug", x).outcome, Outcome::passed);
+  const CheckResult half = run("t::half_bug", x.to(DType::Float16));
+  EXPECT_EQ(half.outcome, Outcome::failed) << half.message;
+  EXPECT_NE(half.message.find("(cuda:0 vs cpu)"), std::string::npos) << half.message;
 }
 
 }  // namespace
