@@ -29,12 +29,17 @@ long long calls_of(const std::string& output, const std::string& name) {
   return std::regex_search(output, m, line) ? std::stoll(m[1]) : -1;
 }
 
+// One float32 reference_agreement check of the CUDA fixture, in this process's child, with
+// `environment` before the program (an assignment, or `env -u NAME`); its output.
+std::string check_fixture(const std::string& environment) {
+  return run(environment + " '" + OPCONFORM_PROGRAM + "' check --library '" + OPCONFORM_CUDA_PLUGIN +
+             "' --device cuda --dtype float32 --jobs 0 --samples 3 --checks reference_agreement "
+             "--report-dir '' --json '' --junit '' --markdown '' --html '' 2>&1");
+}
+
 TEST(CudaTrace, CountsTheRuntimeCallsAndTimesTheKernels) {
   if (!opconform::cuda::is_available_in_a_child()) GTEST_SKIP() << "no usable CUDA device (asked in a child process)";
-  const std::string out = run(std::string("OPCONFORM_CUDA_TRACE=1 '") + OPCONFORM_PROGRAM + "' check --library '" +
-                              OPCONFORM_CUDA_PLUGIN +
-                              "' --device cuda --dtype float32 --jobs 0 --samples 3 --checks reference_agreement "
-                              "--report-dir '' --json '' --junit '' --markdown '' --html '' 2>&1");
+  const std::string out = check_fixture("OPCONFORM_CUDA_TRACE=1");
   ASSERT_NE(out.find("opconform CUDA trace"), std::string::npos) << out;
   // Each of the 3 samples calls the kernel once at least, each timed to the device's idle.
   EXPECT_GE(calls_of(out, "library kernels, call to idle"), 3) << out;
@@ -44,10 +49,7 @@ TEST(CudaTrace, CountsTheRuntimeCallsAndTimesTheKernels) {
 
 TEST(CudaTrace, WithoutTheVariableNothingIsPrinted) {
   if (!opconform::cuda::is_available_in_a_child()) GTEST_SKIP() << "no usable CUDA device (asked in a child process)";
-  const std::string out = run(std::string("env -u OPCONFORM_CUDA_TRACE '") + OPCONFORM_PROGRAM + "' check --library '" +
-                              OPCONFORM_CUDA_PLUGIN +
-                              "' --device cuda --dtype float32 --jobs 0 --samples 3 --checks reference_agreement "
-                              "--report-dir '' --json '' --junit '' --markdown '' --html '' 2>&1");
+  const std::string out = check_fixture("env -u OPCONFORM_CUDA_TRACE");
   EXPECT_EQ(out.find("opconform CUDA trace"), std::string::npos) << out;
   EXPECT_NE(out.find("1 passed"), std::string::npos) << out;
 }
