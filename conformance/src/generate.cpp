@@ -13,6 +13,7 @@
 // it (gen::tuple, gen::mapcat), and every choice lists its simplest option first.
 #include "opconform/conformance/generate.h"
 
+#include "opconform/core/cuda.h"
 #include "opconform/core/default_value.h"
 
 #include <rapidcheck.h>
@@ -1291,12 +1292,13 @@ std::optional<GeneratedFailure> search(rc::Gen<Plan> plans, Materialize material
     std::optional<Plan> failing;
     CheckResult result;
     std::optional<Error> error;
+    std::optional<Sample> faulted_on;  // the sample after which the device faulted
     int runs = 0;
     bool searching = true;  // false once shrinking started
   };
   auto state = std::make_shared<State>();
   auto testable = [plans, materialize, state, &property, &spec]() -> bool {
-    if (state->error) return true;  // shrinking an unbuildable sample is pointless
+    if (state->error || state->faulted_on) return true;  // shrinking an unbuildable sample, or on a lost device, is pointless
     Plan plan = *plans;
     if (!state->searching && state->runs >= spec.max_shrink_runs) return true;  // shrink budget spent
     ++state->runs;
@@ -1313,6 +1315,10 @@ std::optional<GeneratedFailure> search(rc::Gen<Plan> plans, Materialize material
     } catch (const std::exception& e) {
       r.outcome = Outcome::failed;
       r.message = concat("the property threw: ", e.what());
+    }
+    if (const auto fault = cuda::device_fault()) {  // Note [A CUDA fault ends the search] (opcheck.cpp)
+      if (!is_failure(r.outcome)) r.outcome = Outcome::crashed, r.message = concat("a CUDA kernel faulted: ", *fault);
+      state->faulted_on = std::move(sample);
     }
     if (!is_failure(r.outcome)) return true;
     if (state->searching) state->runs = 0;  // count shrink runs from here
@@ -1343,7 +1349,7 @@ std::optional<GeneratedFailure> search(rc::Gen<Plan> plans, Materialize material
   }
   GeneratedFailure out;
   out.seed = seed;
-  out.minimal = materialize(*state->failing);
+  out.minimal = state->faulted_on ? std::move(*state->faulted_on) : materialize(*state->failing);
   out.replay = concat("OPCONFORM_SEED=", seed, " ", spec.replay_command.empty() ? program_path() : spec.replay_command);
   out.samples_tried = failure.numSuccess + 1;
   out.shrinks = listener.shrinks;

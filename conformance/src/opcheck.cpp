@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "opconform/core/cuda.h"
+
 namespace opconform::conformance {
 
 using opconform::detail::concat;
@@ -18,6 +20,23 @@ ToleranceSpec tolerance_of(const OperatorHandle& op, const OpcheckOptions& optio
                   op.name(), "'): ", options.atol ? "atol" : "rtol", " was given without ",
                   options.atol ? "rtol" : "atol", ": give both or neither (as torch.library.opcheck)");
   return ToleranceSpec{options.atol, options.rtol};
+}
+
+// Note [A CUDA fault ends the search]: a kernel that faults on the device (a device-side assert
+// on an out-of-range index, an illegal address) does so asynchronously: the check may return, or
+// fail on its next CUDA call ("cudaMemcpy failed: device-side assert triggered"), and every later
+// CUDA call in the process fails alike. So after each sample a check ran on, the device is asked
+// (cuda::device_fault synchronises it, and costs nothing in a process that never used CUDA): a
+// fault makes that sample's result `crashed`, naming the fault. Nothing smaller is searched for
+// (the lost context can run nothing: a search would only report its own allocations failing),
+// and find_failure's search stops at the sample after which the device faulted. The harness then
+// ends the worker (Note [A CUDA fault ends the worker], core/cuda.h).
+CheckResult device_fault_on(CheckResult r, const std::string& fault) {
+  const std::string said = r.outcome == Outcome::passed ? "" : r.message;
+  r.outcome = Outcome::crashed;
+  r.message = concat("a CUDA kernel faulted on this sample: the device reported '", fault, "'",
+                     said.empty() ? "" : concat("; the check said: ", said));
+  return r;
 }
 
 }  // namespace
@@ -42,6 +61,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samp
         r = CheckResult{name, Outcome::failed, "check '" + name + "' on '" + op.name() + "' threw: " + e.what(), "", {}};
       }
       if (r.check.empty()) r.check = name;
+      if (const auto fault = cuda::device_fault()) r = device_fault_on(r, *fault);  // Note [A CUDA fault ends the search]
       combined = combined ? combine(*combined, r) : r;
     }
     results[name] = *combined;
@@ -82,11 +102,13 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
         r = CheckResult{name, Outcome::failed, "check '" + name + "' on '" + op.name() + "' threw: " + e.what(), "", {}};
       }
       if (r.check.empty()) r.check = name;
+      if (const auto fault = cuda::device_fault()) r = device_fault_on(r, *fault);  // Note [A CUDA fault ends the search]
       return r;
     };
     // A check that could not run on some sample (unsupported, timed_out) must not read "passed";
     // one whose comparisons proved nothing on every sample it ran is mistrusted.
     std::optional<CheckResult> last_skip, first_failure, other, mistrusted;
+    size_t failing_index = 0;
     bool ran = false, any_passed = false;
     std::string pass_note;  // what a passing check said it could not try (the first one)
     for (size_t i = 0; i < samples.size(); ++i) {
@@ -101,6 +123,7 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
       if (r.outcome == Outcome::failed || r.outcome == Outcome::crashed) {
         r.minimal_input = description_of(sample, op.schema()) + " (the first failing sample, not shrunk)";
         first_failure = r;
+        failing_index = i;
         break;
       }
       if (r.outcome == Outcome::passed) {
@@ -111,7 +134,11 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
       else other = other ? combine(*other, r) : r;
     }
     if (!other && mistrusted && !any_passed) other = mistrusted;
-    if (first_failure) {
+    if (first_failure && cuda::device_fault()) {
+      first_failure->minimal_input = description_of(samples[failing_index], op.schema()) +
+                                     " (the sample during which the device faulted; a lost CUDA context runs no smaller one)";
+      results[name] = *first_failure;
+    } else if (first_failure) {
       if (options.on_sample) options.on_sample(OpcheckOptions::kShrinking);
       auto shrunk = find_failure(op, run, spec);
       CheckResult r = shrunk ? shrunk->result : *first_failure;
