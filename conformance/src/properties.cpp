@@ -853,13 +853,10 @@ class ReferenceAgreement final : public Check {
     }
     auto seen_with_arguments = [&](const OperatorHandle& op, bool on_cpu) {
       Run r;
-      Stack inputs = clone_args(args);
+      // Note [A copy on another device keeps the layout] (sample.h)
+      Stack inputs = on_cpu ? clone_args(args, Device::cpu()) : clone_args(args);
       std::optional<SemanticDeviceGuard> semantics;
-      if (on_cpu) {
-        for (auto& v : inputs)
-          v = map_tensors(v, [](const Tensor& t) { return t.defined() ? t.to(Device::cpu()) : t; });
-        if (sample_device) semantics.emplace(*sample_device);
-      }
+      if (on_cpu && sample_device) semantics.emplace(*sample_device);
       try {
         Stack returns = call(op, inputs);
         r.seen = observables(op, inputs, returns);

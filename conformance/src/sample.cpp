@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "opconform/core/autograd.h"
 #include "opconform/core/storage.h"
@@ -50,14 +51,24 @@ void describe_value(std::ostream& out, const IValue& v) {
   }
 }
 
-// A copy of a storage's bytes on the same device.
-std::shared_ptr<Storage> copy_storage(const Storage& s) {
-  auto copy = Storage::allocate(s.nbytes(), s.device());
-  if (s.nbytes() == 0) return copy;
-  if (s.device().is_cpu()) {
-    std::memcpy(copy->data(), s.data(), s.nbytes());
-  } else {
-    allocator_for(s.device().type).copy_on_device(copy->data(), s.data(), s.nbytes(), s.device());
+// A copy of a storage's bytes on `to` (its own device or another).
+std::shared_ptr<Storage> copy_storage(const Storage& s, Device to) {
+  auto copy = Storage::allocate(s.nbytes(), to);
+  const Device from = s.device();
+  const size_t n = s.nbytes();
+  if (n == 0) return copy;
+  if (from.is_cpu() && to.is_cpu()) {
+    std::memcpy(copy->data(), s.data(), n);
+  } else if (from == to) {
+    allocator_for(from.type).copy_on_device(copy->data(), s.data(), n, from);
+  } else if (from.is_cpu()) {
+    allocator_for(to.type).copy_from_host(copy->data(), s.data(), n, to);
+  } else if (to.is_cpu()) {
+    allocator_for(from.type).copy_to_host(copy->data(), s.data(), n, from);
+  } else {  // between two devices: through the host
+    std::vector<unsigned char> host(n);
+    allocator_for(from.type).copy_to_host(host.data(), s.data(), n, from);
+    allocator_for(to.type).copy_from_host(copy->data(), host.data(), n, to);
   }
   return copy;
 }
@@ -67,9 +78,11 @@ std::shared_ptr<Storage> copy_storage(const Storage& s) {
 // storage offset (overlapping and stride-0 views included, which clone() makes contiguous), and
 // arguments that shared memory in the sample still share it in the clones (one copy per
 // storage, the same object for the same tensor). Checks must see the operator run on what the
-// user passed. The price is copying all of a big base for a small view.
+// user passed — on another device too (Note [A copy on another device keeps the layout]). The
+// price is copying all of a big base for a small view.
 class Cloner {
  public:
+  explicit Cloner(std::optional<Device> to) : to_(to) {}
   Tensor operator()(const Tensor& t) {
     if (!t.defined()) return t;
     for (const auto& [original, clone] : same_) {
@@ -80,7 +93,7 @@ class Cloner {
       c = t.detach();  // metadata only: nothing to protect from writes
     } else {
       auto& storage = storages_[t.storage().get()];
-      if (!storage) storage = copy_storage(*t.storage());
+      if (!storage) storage = copy_storage(*t.storage(), to_.value_or(t.storage()->device()));
       c = make_tensor(storage, t.sizes(), t.strides(), t.storage_offset(), t.dtype());
     }
     // A leaf that requires grad, like the sample's tensor but with no history.
@@ -90,6 +103,7 @@ class Cloner {
   }
 
  private:
+  std::optional<Device> to_;
   std::map<const Storage*, std::shared_ptr<Storage>> storages_;
   std::vector<std::pair<Tensor, Tensor>> same_;
 };
@@ -122,8 +136,8 @@ std::string describe(const Stack& args, const std::vector<std::string>& names) {
   return out.str();
 }
 
-Stack clone_args(const Stack& args) {
-  Cloner cloner;
+Stack clone_args(const Stack& args, std::optional<Device> to) {
+  Cloner cloner(to);
   Stack out;
   out.reserve(args.size());
   for (const IValue& v : args) out.push_back(map_tensors(v, std::ref(cloner)));

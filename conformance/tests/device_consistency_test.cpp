@@ -7,6 +7,7 @@
 #include "opconform/core/cuda.h"
 #include "opconform/core/library.h"
 #include "support/float_ops.h"
+#include "support/host_memory.h"
 
 namespace opconform::conformance {
 namespace {
@@ -55,6 +56,35 @@ TEST_F(DeviceConsistencyTest, ACpuSampleIsForTheOtherDevicesCases) {
   const CheckResult r = run("t::twice", values(Device::cpu()));
   EXPECT_EQ(r.outcome, Outcome::skipped);
   EXPECT_NE(r.message.find("--device cuda"), std::string::npos) << r.message;
+}
+
+// Note [A copy on another device keeps the layout]: the CPU kernel gets a copy of the device
+// sample with its strides and storage offset, so an op that reads the layout agrees with itself
+// (ATen's sym_stride.int failed on an H100, "2 vs 1", against a contiguous copy). Runs without a
+// GPU: host memory behind a device type of the test's own.
+TEST_F(DeviceConsistencyTest, TheCpuCopyKeepsTheSamplesStridesAndOffset) {
+  static opconform::testing::HostMemory memory;
+  const Device dev(register_device_type("device_consistency_test_device"), 0);
+  set_allocator(dev.type, &memory);
+  lib.define("layout(Tensor x) -> Tensor");
+  auto layout = [](const Tensor& x) {  // the layout as values: what a stride-reading op returns
+    return from_vector<double>({static_cast<double>(x.stride(0)), static_cast<double>(x.storage_offset())}, {2});
+  };
+  lib.impl("layout", layout, DispatchKey::CPU);
+  lib.impl("layout", [layout](const Tensor& x) { return layout(x).to(x.device()); }, DispatchKey::PrivateUse1);
+  const Tensor base = values(dev);  // [2, 3]
+  const std::vector<int64_t> size{2}, stride{3};
+  const Tensor strided = base.as_strided(size, stride, 1);  // a column: stride 3, offset 1
+  const CheckResult r = run("t::layout", strided);
+  EXPECT_EQ(r.outcome, Outcome::passed) << r.message;
+  // The copy is the sample's, on the CPU: same layout, same values, shared storage kept shared.
+  const Stack copy = clone_args({IValue(strided), IValue(base)}, Device::cpu());
+  const Tensor c = copy[0].to_tensor();
+  EXPECT_TRUE(c.device().is_cpu());
+  EXPECT_EQ(c.stride(0), 3);
+  EXPECT_EQ(c.storage_offset(), 1);
+  EXPECT_EQ(c.to_vector<float>(), strided.to_vector<float>());
+  EXPECT_EQ(c.storage().get(), copy[1].to_tensor().storage().get());
 }
 
 // Each device draws from its own generator (aten::native_dropout differed on an H200).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,16 @@ struct Sample {
 // "x: float32[2, 3] strides [1, 2], alpha: 2" — argument names from the schema when given.
 std::string describe(const Stack& args, const std::vector<std::string>& names = {});
 
-// A deep copy: tensors are cloned (same strides where dense) and keep requires_grad; other
-// values are copied. Checks run on clones so the caller's sample is never touched.
-Stack clone_args(const Stack& args);
+// A deep copy: tensors are cloned and keep requires_grad; other values are copied. Checks run on
+// clones so the caller's sample is never touched. A clone keeps each tensor's sizes, strides and
+// storage offset, and the sharing of storages between arguments; with `to`, on that device.
+//
+// Note [A copy on another device keeps the layout]: reference_agreement runs the reference, and
+// device_consistency the library's CPU kernel, on CPU copies of a CUDA sample. Those copies used
+// to be contiguous (Tensor::to), so an op that observes the layout saw another input: on an H100,
+// ATen's sym_stride.int and sym_storage_offset failed both checks on every dtype ("2 vs 1"), and
+// a kernel given overlapping or stride-0 input on the GPU was compared with one given dense input.
+Stack clone_args(const Stack& args, std::optional<Device> to = std::nullopt);
 
 // Helpers the checks share.
 // Every defined tensor a value holds (a Tensor; the elements of Tensor[], Tensor?[] and generic
