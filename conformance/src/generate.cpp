@@ -19,6 +19,7 @@
 #include <rapidcheck.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -928,13 +929,25 @@ struct Drawing {
   }
 };
 
-// A key naming a request exactly (doubles in hex).
+// A key naming a request exactly: each part and ':', doubles in hex as std::hexfloat writes them
+// (Note [concat without a stream]: a key is made for every draw).
 template <typename... Args>
 std::string key_of(const Args&... args) {
-  std::ostringstream os;
-  os << std::hexfloat;
-  ((os << args << ':'), ...);
-  return os.str();
+  std::string key;
+  auto add = [&key](const auto& part) {
+    if constexpr (std::is_floating_point_v<std::decay_t<decltype(part)>>) {
+      double v = static_cast<double>(part);
+      if (std::signbit(v) && !std::isnan(v)) key.push_back('-'), v = -v;
+      if (std::isfinite(v)) key.append("0x");
+      char buffer[40];
+      key.append(buffer, std::to_chars(buffer, buffer + sizeof buffer, v, std::chars_format::hex).ptr);
+    } else {
+      opconform::detail::append_part(key, part);
+    }
+    key.push_back(':');
+  };
+  (add(args), ...);
+  return key;
 }
 
 std::string key_of_constraint(const ValueConstraint& vc) {
