@@ -1206,13 +1206,13 @@ struct BuilderGenerator {
     Stack args = run(plan, nullptr, nullptr);
     // A builder may compute a tensor (a mean, indices, offsets) on the host where it drew the
     // others on the plan's device: a sample lives on one device, so it moves there (on an H200,
-    // ATen's CUDA kernels refused samples of five ops with "offsets is on cpu").
+    // ATen's CUDA kernels refused samples of five ops with "offsets is on cpu"), keeping its
+    // layout (Note [A copy on another device keeps the layout], sample.h).
     if (!plan.device.is_cpu()) {
-      for (IValue& v : args) {
-        v = map_tensors(v, [&](const Tensor& t) {
-          return t.defined() && t.device().is_cpu() && !t.is_meta_data() ? t.to(plan.device) : t;
-        });
-      }
+      bool on_host = false;
+      for (const IValue& v : args)
+        for (const Tensor& t : tensors_in(v)) on_host = on_host || (t.device().is_cpu() && !t.is_meta_data());
+      if (on_host) args = clone_args(args, plan.device);
     }
     if (spec.requires_grad) require_grad(args, schema);
     std::string d = describe(args, names);

@@ -61,8 +61,10 @@ OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samp
         r = CheckResult{name, Outcome::failed, "check '" + name + "' on '" + op.name() + "' threw: " + e.what(), "", {}};
       }
       if (r.check.empty()) r.check = name;
-      if (const auto fault = cuda::device_fault()) r = device_fault_on(r, *fault);  // Note [A CUDA fault ends the search]
+      const auto fault = cuda::device_fault();  // Note [A CUDA fault ends the search]
+      if (fault) r = device_fault_on(r, *fault);
       combined = combined ? combine(*combined, r) : r;
+      if (fault) break;  // the later samples would meet the lost context, not their own kernels
     }
     results[name] = *combined;
     if (options.on_check_done) options.on_check_done(results[name]);

@@ -605,14 +605,15 @@ TEST(SampleBuilder, FailingEverywhereShrinksEveryDrawToItsSimplestValue) {
 }
 
 // A sample lives on one device: a tensor the builder computed on the host (a mean, offsets)
-// moves to the plan's device (ATen's CUDA kernels refused such samples: "offsets is on cpu").
+// moves to the plan's device, with its layout (ATen's CUDA kernels refused such samples: "offsets is on cpu").
 TEST(SampleBuilder, TensorsTheBuilderMadeOnTheHostMoveToTheSamplesDevice) {
   static opconform::testing::HostMemory memory;
   const Device dev(register_device_type("generate_test_device"), 0);
   set_allocator(dev.type, &memory);
   TestOp declared("gentest_m::f(Tensor x, Tensor mean, Tensor[] parts) -> Tensor", [](SampleDraw& draw) {
     Tensor x = draw.tensor(draw.shape(1, 2), draw.dtype());
-    Tensor mean = full({1}, 0.5);  // made here, on the host
+    const std::vector<int64_t> size{1}, stride{2};
+    Tensor mean = full({4}, 0.5).as_strided(size, stride, 1);  // made here, on the host, a view
     return Stack{IValue(x), IValue(mean), IValue(std::vector<Tensor>{full({2}, 1.0)})};
   });
   GenerateSpec spec = spec_with(5);
@@ -621,6 +622,8 @@ TEST(SampleBuilder, TensorsTheBuilderMadeOnTheHostMoveToTheSamplesDevice) {
     EXPECT_EQ(s.args[0].to_tensor().device(), dev) << s.description;
     EXPECT_EQ(s.args[1].to_tensor().device(), dev) << s.description;
     EXPECT_EQ(s.args[1].to_tensor().item().to_double(), 0.5);
+    EXPECT_EQ(s.args[1].to_tensor().stride(0), 2) << "the layout is kept (Note [A copy on another device keeps the layout])";
+    EXPECT_EQ(s.args[1].to_tensor().storage_offset(), 1);
     EXPECT_EQ(s.args[2].to_tensor_list().at(0).device(), dev) << s.description;
   }
 }
