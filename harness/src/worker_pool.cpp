@@ -213,6 +213,16 @@ CaseResult with_device_fault(CaseResult r, const std::string& fault) {
 
 // ---- the harness side ----
 
+// Note [A worker that hangs up is waited for]: the end of a worker's channel is not its death.
+// A process's pipes close early in its exit, before the rest of its files are released, and a
+// CUDA context lost to a device-side assert can take the driver seconds to release: ATen 2.11 on
+// an H100 had 15 results blamed on a worker that "closed its channel and lives on" while it was
+// exiting after a fault (2026-12-05). So at the channel's end the pool stops reading it and waits
+// for the death through waitpid (the death is the result, or a retiring worker's normal end); only
+// a worker still alive kHangUpGrace later (or at its check's deadline) broke the protocol.
+constexpr std::chrono::seconds kHangUpGrace{5};
+
+
 // Note [The worker channel is untrusted]: a worker runs the library under test, which may write
 // anything to any fd, fork, or die at any moment. So its replies come as checked frames
 // (worker_frames.h) on a pipe at a high fd, its stdout and stderr go to a captured pipe (only
@@ -235,6 +245,9 @@ struct Worker {
   bool retiring = false;    // said "X" after a result: it ends, and no check of its case is lost (a CUDA fault)
   bool started = false;     // a check started in this worker (its setup is over)
   bool busy = false;
+  // Note [A worker that hangs up is waited for]: its channel ended while it lived; until then
+  // the pool waits for its death instead of blaming it for the hang-up.
+  std::optional<Clock::time_point> hung_up_until;
   std::string last_ran;     // "op check [device, dtype]" of the last result it sent
   size_t case_index = 0;
   size_t first = 0;    // the first check of this assignment
@@ -435,7 +448,7 @@ class Pool {
     if (!kill) ::kill(-w.pid, SIGKILL);  // a healthy worker's leftovers
     w.last_note = read_running_note(w.note);
     if (w.note != nullptr) ::munmap(w.note, sizeof(RunningNote)), w.note = nullptr;
-    w.pid = -1, w.err = -1, w.exit_status.reset();
+    w.pid = -1, w.err = -1, w.exit_status.reset(), w.hung_up_until.reset();
     return status;
   }
 
@@ -664,17 +677,13 @@ class Pool {
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         if (until_empty) return true;  // the worker is gone; its death is the result
-        // The end of the channel: the worker died (its death is the result) or a kernel closed it.
-        for (int tries = 0; tries < 40 && !w.exit_status; ++tries) {
-          int status = 0;
-          if (::waitpid(w.pid, &status, WNOHANG) == w.pid) w.exit_status = status;
-          else ::usleep(5000);
-        }
+        // The end of the channel: the worker died or is dying (its death is the result), or a
+        // kernel closed the channel. Note [A worker that hangs up is waited for].
         if (w.exit_status) {
           crashed(w);
           return false;
         }
-        protocol_error(w, "nothing more: it closed its channel and lives on (a kernel closed a pipe it does not own?)");
+        w.hung_up_until = std::min(w.deadline, Clock::now() + kHangUpGrace);
         return false;
       }
       w.frames.feed(std::string_view(chunk, static_cast<size_t>(n)));
@@ -701,17 +710,21 @@ class Pool {
     std::vector<Worker*> owners;
     auto now = Clock::now();
     auto earliest = now + std::chrono::hours(24);
+    bool any_busy = false;
     for (auto& w : workers_) {
       if (!w.busy) continue;
-      fds.push_back({w.from, POLLIN, 0});
-      owners.push_back(&w);
+      any_busy = true;
+      if (!w.hung_up_until) {  // its channel is at its end: the death is found by waitpid below
+        fds.push_back({w.from, POLLIN, 0});
+        owners.push_back(&w);
+      }
       if (w.err >= 0) {
         fds.push_back({w.err, POLLIN, 0});
         owners.push_back(&w);
       }
-      earliest = std::min(earliest, w.deadline);
+      earliest = std::min(earliest, w.hung_up_until.value_or(w.deadline));
     }
-    if (fds.empty()) return;
+    if (!any_busy) return;
     const auto wait_ms = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(earliest - now).count());
     // At most 50 ms: deaths are found by waitpid below, also while a forked child holds the pipe.
     int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(wait_ms + 1, 50)));
@@ -736,6 +749,9 @@ class Pool {
     }
     if (zygote_.adopting()) reap_strays([this](pid_t p) { return known_pid(p); });
     now = Clock::now();
+    for (auto& w : workers_)
+      if (w.busy && w.hung_up_until && now >= *w.hung_up_until)
+        protocol_error(w, "nothing more: it closed its channel and lived on (a kernel closed a pipe it does not own?)");
     for (auto& w : workers_) {
       if (!w.busy || now < w.deadline) continue;
       reap(w, true);

@@ -160,6 +160,30 @@ TEST_F(Cli, AHostileLibraryCannotForgeResultsOrOutliveTheRun) {
   EXPECT_GE(children, 1);
 }
 
+// Note [A worker that hangs up is waited for]: a worker whose channel ends before its death
+// (a slow exit) is judged by its death; one that closed its channel and lives on breaks the
+// protocol, found within the grace of 5 s and not at the time-out.
+TEST_F(Cli, AWorkerThatHangsUpIsJudgedByItsDeath) {
+  const auto start = std::chrono::steady_clock::now();
+  const int status = run({"check", "--library", OPCONFORM_HOSTILE_CHANNEL_PLUGIN, "--ops", "hostile::hangup:hostile::mute",
+                          "--samples", "1", "--jobs", "2", "--timeout", "40", "--checks", "determinism"});
+  EXPECT_EQ(status, 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  const auto r = report();
+  ASSERT_EQ(r.results.size(), 2u);
+  for (const auto& c : r.results) {
+    EXPECT_EQ(c.outcome, Outcome::crashed) << c.op << ": " << c.message;
+    if (c.op == "hostile::hangup") {
+      EXPECT_NE(c.message.find("SIGABRT"), std::string::npos) << c.message;
+      EXPECT_EQ(c.message.find("protocol error"), std::string::npos) << c.message;
+    } else {
+      EXPECT_NE(c.message.find("protocol error: the worker sent nothing more: it closed its channel and lived on"),
+                std::string::npos)
+          << c.message;
+    }
+  }
+}
+
 // Note [The worker sandbox]: each op fails if the layer meant to stop it did not.
 TEST_F(Cli, WorkersHaveNoNetworkNoSecretsAndCannotSignalTheHarness) {
   const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -173,7 +197,7 @@ TEST_F(Cli, WorkersHaveNoNetworkNoSecretsAndCannotSignalTheHarness) {
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
   ::setenv("HOSTILE_PORT", std::to_string(ntohs(a.sin_port)).c_str(), 1);
   ::setenv("HOSTILE_SECRET", "s3cr3t-t0ken-xyz", 1);
-  const int status = run({"check", "--library", OPCONFORM_HOSTILE_CHANNEL_PLUGIN, "--ops", "hostile::[nspm]*", "--samples",
+  const int status = run({"check", "--library", OPCONFORM_HOSTILE_CHANNEL_PLUGIN, "--ops", "hostile::[nsp]*:hostile::memory", "--samples",
                           "2", "--jobs", "2", "--checks", "test_schema", "--pass-env", "HOSTILE_PORT", "--memory-limit",
                           "1024"});
   ::unsetenv("HOSTILE_SECRET");
