@@ -341,7 +341,7 @@ RunOutcome run_conformance(const RunRequest& request) {
     options.repro = repro;
     options.stop = [] { return StopSignals::stopped(); };
     options.setup = load_here;
-    // Note [Replacement workers from a zygote]; OPCONFORM_ZYGOTE=0 measures the run without it.
+    // Note [Workers from a zygote]; OPCONFORM_ZYGOTE=0 measures the run without it.
     if (const char* zygote = std::getenv("OPCONFORM_ZYGOTE"); zygote != nullptr && std::string(zygote) == "0")
       options.zygote = false;
     options.on_running = [&](const std::vector<WorkerOptions::Running>& running) {

@@ -265,7 +265,7 @@ class Pool {
       results_[i].resize(cases[i].checks.size());
       pending_.emplace_back(i, 0);
     }
-    // Note [Replacement workers from a zygote]: not for device cases (a library that initialised
+    // Note [Workers from a zygote]: not for device cases (a library that initialised
     // CUDA cannot be forked), nor when there is nothing to load.
     zygote_allowed_ = options.zygote && options.setup &&
                       std::all_of(cases.begin(), cases.end(), [](const PlannedCase& c) { return c.device == "cpu"; });
@@ -349,11 +349,11 @@ class Pool {
       if (other.pid > 0) ::close(other.to), ::close(other.from), other.err >= 0 && ::close(other.err);
   }
 
-  // Note [Replacement workers from a zygote]: the first replacement starts the zygote (this one
-  // still loads the library itself); later ones are forked from it once it is ready.
+  // Note [Workers from a zygote]: the first spawn starts the zygote and waits for its load;
+  // every worker is forked from it while it serves.
   bool from_zygote() {
     if (!zygote_allowed_) return false;
-    if (!zygote_.started() && spawned_ >= workers_.size()) {
+    if (!zygote_.started()) {
       const pid_t parent = ::getpid();
       zygote_.start(
           [this, parent] {
@@ -369,9 +369,8 @@ class Pool {
             ::close(ends.note);
             become_worker(ends, run_, nullptr);  // the library is loaded: no setup, no "L"
           });
-      return false;
     }
-    return zygote_.ready();
+    return zygote_.wait_ready(timeout());
   }
 
   // A worker's channel, both ends, and its running-note page.
@@ -773,7 +772,7 @@ class Pool {
   size_t finished_ = 0;
   std::string unloadable_;  // set when a worker's setup crashed or hung: which check it cost
   bool zygote_allowed_ = false;
-  WorkerZygote zygote_;  // Note [Replacement workers from a zygote]
+  WorkerZygote zygote_;  // Note [Workers from a zygote]
   size_t spawned_ = 0;   // workers started so far (beyond workers_.size(): replacements)
   // Checks run again after a worker died before they ran a sample: why (Note [A death outside any check]).
   std::map<std::pair<size_t, size_t>, std::string> first_deaths_;

@@ -1,4 +1,4 @@
-// Note [Replacement workers from a zygote] (worker_zygote.h).
+// Note [Workers from a zygote] (worker_zygote.h).
 #include "worker_zygote.h"
 
 #include <dirent.h>
@@ -10,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
@@ -184,6 +186,20 @@ bool WorkerZygote::ready() {
   else
     fail("it ended or answered nonsense while loading the library");
   return false;
+}
+
+bool WorkerZygote::wait_ready(std::chrono::milliseconds limit) {
+  if (state_ == State::loading) {
+    pollfd p{socket_, POLLIN, 0};
+    int n;
+    do n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(limit.count(), INT32_MAX)));
+    while (n < 0 && errno == EINTR);
+    if (n == 0) {
+      fail("it did not finish loading the library within " + std::to_string(limit.count() / 1000) + " s");
+      return false;
+    }
+  }
+  return ready();
 }
 
 pid_t WorkerZygote::fork_worker(const WorkerChildEnds& ends, const std::function<bool(pid_t)>& known_pid) {

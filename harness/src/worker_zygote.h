@@ -1,10 +1,13 @@
-// Note [Replacement workers from a zygote]: a worker that crashed is replaced by a new one, which
-// loads the library under test again (WorkerOptions::setup). For libtorch that load is ~0.8 s of
-// CPU (relocating libtorch_cpu, ATen's static registrations), and the ATen check has ~70 crashes
-// (integer division by zero, SIGSEGV in a few ops): a third of a 61 s run on 2 cores. So from the
-// first replacement on, the pool starts a zygote: a process forked like a worker that enters the
-// sandbox, runs the setup once, and then only forks new workers on request. A worker forked from
-// it has the library loaded already and starts in about a millisecond.
+// Note [Workers from a zygote]: every worker would load the library under test itself
+// (WorkerOptions::setup). For libtorch that load is ~0.7 s of CPU (relocating libtorch_cpu,
+// ATen's static registrations), and the ATen check has ~70 crashes (integer division by zero,
+// SIGSEGV in a few ops), each replaced by a new worker: a third of a 61 s run on 2 cores when
+// every replacement loaded again. So the pool starts a zygote as it spawns its first worker: a
+// process forked like a worker that enters the sandbox, runs the setup once, and then only forks
+// new workers on request. The pool waits for it to load (at most the check time-out); every
+// worker, the first ones included, is forked from it with the library loaded, in about a
+// millisecond. (Until 2026-12-05 the zygote started at the first replacement, and the first
+// workers, the first replacement and the zygote each loaded: five loads on 2 cores.)
 //
 // The pool keeps its view of workers as its own children, whose deaths it sees with waitpid: the
 // zygote forks twice (the middle process exits at once), and the harness is the child subreaper
@@ -15,11 +18,14 @@
 // The zygote is an optimisation, never a behaviour: whenever it cannot be used — it started
 // threads while loading (a fork would leave them out of every worker: an OpenMP or driver pool),
 // it died, hung or answered nonsense (it ran the library's constructors, so its answers are
-// checked like a worker's) — the pool stops it and spawns workers as before. It is not started
-// for device cases (a library that initialised CUDA cannot be forked) or when there is no setup.
+// checked like a worker's) — the pool stops it and spawns workers as before, each loading the
+// library (a library that cannot be loaded is then reported by the worker that tried, as without
+// a zygote). It is not started for device cases (a library that initialised CUDA cannot be
+// forked) or when there is no setup.
 #pragma once
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -52,6 +58,9 @@ class WorkerZygote {
   // True once it said it loaded and may be forked; false while it loads, and for good once it
   // refused or failed (then it has been stopped).
   bool ready();
+  // ready(), waiting for the load to end for at most `limit`; a zygote still loading then is
+  // stopped (a library whose load hangs is left to the workers' own time-outs).
+  bool wait_ready(std::chrono::milliseconds limit);
   // A new worker (a child of this process by now) holding `ends`; -1 when the zygote failed,
   // which stops it. The caller closes its copies of `ends` either way.
   pid_t fork_worker(const WorkerChildEnds& ends, const std::function<bool(pid_t)>& known_pid);
