@@ -370,7 +370,7 @@ class Pool {
             become_worker(ends, run_, nullptr);  // the library is loaded: no setup, no "L"
           });
     }
-    return zygote_.wait_ready(timeout());
+    return zygote_.wait_ready(timeout(), options_.stop);
   }
 
   // A worker's channel, both ends, and its running-note page.

@@ -188,16 +188,18 @@ bool WorkerZygote::ready() {
   return false;
 }
 
-bool WorkerZygote::wait_ready(std::chrono::milliseconds limit) {
-  if (state_ == State::loading) {
-    pollfd p{socket_, POLLIN, 0};
-    int n;
-    do n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(limit.count(), INT32_MAX)));
-    while (n < 0 && errno == EINTR);
-    if (n == 0) {
-      fail("it did not finish loading the library within " + std::to_string(limit.count() / 1000) + " s");
+bool WorkerZygote::wait_ready(std::chrono::milliseconds limit, const std::function<bool()>& stop) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  // In slices, so that an interrupted run does not wait for a load that hangs.
+  while (state_ == State::loading) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || (stop && stop())) {
+      fail(left.count() <= 0 ? "it did not finish loading the library within " + std::to_string(limit.count() / 1000) + " s"
+                             : std::string("the run was stopped while it loaded the library"));
       return false;
     }
+    pollfd p{socket_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 100))) > 0) break;
   }
   return ready();
 }

@@ -58,9 +58,10 @@ class WorkerZygote {
   // True once it said it loaded and may be forked; false while it loads, and for good once it
   // refused or failed (then it has been stopped).
   bool ready();
-  // ready(), waiting for the load to end for at most `limit`; a zygote still loading then is
-  // stopped (a library whose load hangs is left to the workers' own time-outs).
-  bool wait_ready(std::chrono::milliseconds limit);
+  // ready(), waiting for the load to end for at most `limit`, or until `stop` says so; a zygote
+  // still loading then is stopped (a library whose load hangs is left to the workers' own
+  // time-outs).
+  bool wait_ready(std::chrono::milliseconds limit, const std::function<bool()>& stop = {});
   // A new worker (a child of this process by now) holding `ends`; -1 when the zygote failed,
   // which stops it. The caller closes its copies of `ends` either way.
   pid_t fork_worker(const WorkerChildEnds& ends, const std::function<bool(pid_t)>& known_pid);

@@ -1061,6 +1061,26 @@ TEST(Workers, AZygoteThatCrashesOrHangsWhileLoadingIsLeftOut) {
   }
 }
 
+// The pool waits for the zygote's load before its first worker; a run stopped meanwhile (Ctrl-C)
+// does not wait for a load that hangs until the time-out.
+TEST(Workers, AStoppedRunDoesNotWaitForAZygoteThatHangsWhileLoading) {
+  const std::vector<PlannedCase> cases = {{"op", "cpu", "float64", {"a"}}};
+  CaseFunction run = [&](size_t, size_t, const std::function<void(size_t)>& started,
+                         const std::function<void(const reports::CaseResult&)>& result) {
+    started(0);
+    result({"op", "a", "cpu", "float64", Outcome::passed, "", "", {}, 0});
+  };
+  WorkerOptions options{1, 30};
+  options.setup = [] {
+    if (loading_in_the_zygote())
+      for (;;) ::pause();
+  };
+  const auto start = std::chrono::steady_clock::now();
+  options.stop = [&] { return std::chrono::steady_clock::now() - start > std::chrono::milliseconds(300); };
+  run_isolated(cases, run, options, [](size_t, std::vector<reports::CaseResult>) {});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
 TEST(Workers, EveryReplacementLoadsTheLibraryWhenTheZygoteIsOffOrItsLoadStartsThreads) {
   const size_t n = 4;
   const ZygoteRun off = crash_every_case(n, false);
