@@ -26,6 +26,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <memory>
 #include <numeric>
 #include <mutex>
@@ -1294,6 +1295,15 @@ class QuietListener : public rc::detail::TestListener {
 
 // The search both generators share: RapidCheck runs the property on spec.count plans and shrinks
 // the first failing one. An Error while making a sample (a builder's) ends it and is rethrown.
+//
+// Note [A shrink candidate runs once]: RapidCheck tries every shrink of every choice of a plan,
+// and most make a sample the search has run already (a shrunk value seed of an empty tensor, a
+// layout of a one-element one, two paths to the same sizes): counted over the ATen 1.13 check's
+// 1,641 searches, 182,818 of 228,469 shrink runs (80%) were of a sample run before in the same
+// search. So each sample's outcome is kept by its sample_key(), and a sample met again takes it
+// instead of running the check again. A candidate still counts toward max_shrink_runs, so the
+// search ends where it did and finds the same minimal sample (for kernels that give the same
+// result for the same input: a flaky failure is not tried twice on one sample).
 template <typename Plan, typename Materialize>
 std::optional<GeneratedFailure> search(rc::Gen<Plan> plans, Materialize materialize, const std::string& shown_name,
                                        const SampleProperty& property, const GenerateSpec& spec) {
@@ -1308,6 +1318,7 @@ std::optional<GeneratedFailure> search(rc::Gen<Plan> plans, Materialize material
     std::optional<Sample> faulted_on;  // the sample after which the device faulted
     int runs = 0;
     bool searching = true;  // false once shrinking started
+    std::map<std::string, std::optional<CheckResult>> outcomes;  // by sample_key: the failure, or none for a pass
   };
   auto state = std::make_shared<State>();
   auto testable = [plans, materialize, state, &property, &spec]() -> bool {
@@ -1322,6 +1333,14 @@ std::optional<GeneratedFailure> search(rc::Gen<Plan> plans, Materialize material
       state->error = e;
       return false;
     }
+    std::string key = sample_key(sample.args);  // Note [A shrink candidate runs once]
+    if (const auto seen = state->outcomes.find(key); seen != state->outcomes.end()) {
+      if (!seen->second) return true;
+      state->searching = false;
+      state->failing = std::move(plan);
+      state->result = *seen->second;
+      return false;
+    }
     CheckResult r;
     try {
       r = property(sample);
@@ -1333,6 +1352,7 @@ std::optional<GeneratedFailure> search(rc::Gen<Plan> plans, Materialize material
       if (!is_failure(r.outcome)) r.outcome = Outcome::crashed, r.message = concat("a CUDA kernel faulted: ", *fault);
       state->faulted_on = std::move(sample);
     }
+    state->outcomes.emplace(std::move(key), is_failure(r.outcome) ? std::optional<CheckResult>(r) : std::nullopt);
     if (!is_failure(r.outcome)) return true;
     if (state->searching) state->runs = 0;  // count shrink runs from here
     state->searching = false;

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <map>
+#include <cstdio>
 #include <sstream>
 #include <vector>
 
@@ -134,6 +135,39 @@ std::string describe(const Stack& args, const std::vector<std::string>& names) {
     describe_value(out, args[i]);
   }
   return out.str();
+}
+
+std::string sample_key(const Stack& args) {
+  std::string key = describe(args);
+  // Two FNV-1a hashes with different starting points: 128 bits, for a few thousand keys.
+  uint64_t a = 14695981039346656037ull, b = 0x6c62272e07bb0142ull;
+  auto mix = [&](const void* data, size_t n) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) a = (a ^ bytes[i]) * 1099511628211ull, b = (b ^ bytes[i]) * 1099511628211ull;
+  };
+  // Whole storages, not only the elements a view shows: a kernel that ignores strides reads the
+  // holes and what lies past the view (docs/aten-differences.md), so those are part of the input.
+  std::map<const Storage*, size_t> first_holder;  // storage -> the first tensor holding it
+  size_t index = 0;
+  for (const IValue& v : args) {
+    for (const Tensor& t : tensors_in(v)) {
+      const Storage* storage = t.storage().get();
+      const auto [it, first] = first_holder.emplace(storage, index++);
+      mix(&it->second, sizeof it->second);
+      if (!first || storage == nullptr || !storage->has_data() || t.is_fake()) continue;
+      const size_t n = storage->nbytes();
+      mix(&n, sizeof n);
+      if (storage->device().is_cpu()) {
+        mix(storage->data(), n);
+      } else {
+        const auto host = copy_storage(*storage, Device::cpu());
+        mix(host->data(), n);
+      }
+    }
+  }
+  char hex[40];
+  std::snprintf(hex, sizeof hex, " #%016llx%016llx", static_cast<unsigned long long>(a), static_cast<unsigned long long>(b));
+  return key + hex;
 }
 
 Stack clone_args(const Stack& args, std::optional<Device> to) {

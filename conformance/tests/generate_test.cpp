@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -350,6 +351,48 @@ TEST(FindFailure, StrideBugShrinksToTwoElementNonContiguousTensor) {
   EXPECT_THAT(failure->replay, HasSubstr("OPCONFORM_SEED=42 "));
   EXPECT_EQ(failure->result.repro, failure->replay);
   EXPECT_GT(failure->shrinks, 0);
+}
+
+// Note [A shrink candidate runs once]: RapidCheck's candidates often make a sample the search ran
+// already; the property runs once per distinct sample, and the search still ends at the same
+// minimal sample.
+TEST(FindFailure, ASampleMetAgainWhileShrinkingIsNotRunAgain) {
+  ScopedEnv no_override("OPCONFORM_SEED", std::nullopt);
+  auto schema = parse_schema("test::negate(Tensor x) -> Tensor");
+  std::map<std::string, int> runs;
+  auto counting = [&](const Sample& s) {
+    ++runs[sample_key(s.args)];
+    return stride_property(s);
+  };
+  auto failure = find_failure(schema, InputConstraints{}, "test::negate", counting, float64_spec(42));
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(failure->minimal.args[0].to_tensor().numel(), 2) << failure->minimal.description;
+  EXPECT_FALSE(failure->minimal.args[0].to_tensor().is_contiguous()) << failure->minimal.description;
+  EXPECT_GT(runs.size(), 10u);
+  for (const auto& [key, n] : runs) EXPECT_EQ(n, 1) << key;
+}
+
+// What sample_key tells apart: values, the bytes a view does not show, and sharing.
+TEST(SampleKey, EqualForACloneAndDifferentForHolesValuesAndSharing) {
+  const Tensor base = from_vector<double>({1, 2, 3, 4}, {4});
+  const std::vector<int64_t> two{2};
+  const Tensor view = base.as_strided(two, two, 0);  // 1 and 3; 2 and 4 are holes
+  const Stack sample{IValue(view)};
+  EXPECT_EQ(sample_key(sample), sample_key(clone_args(sample)));
+
+  Stack hole_changed = clone_args(sample);
+  static_cast<double*>(hole_changed[0].to_tensor().storage()->data())[1] = 77;
+  EXPECT_EQ(describe(hole_changed), describe(sample));
+  EXPECT_NE(sample_key(hole_changed), sample_key(sample)) << "a kernel that ignores strides reads the hole";
+
+  Stack value_changed = clone_args(sample);
+  static_cast<double*>(value_changed[0].to_tensor().storage()->data())[2] = 5;
+  EXPECT_NE(sample_key(value_changed), sample_key(sample));
+
+  const Tensor other = from_vector<double>({1, 2, 3, 4}, {4}).as_strided(two, two, 0);
+  const Stack shared{IValue(view), IValue(view)}, separate{IValue(view), IValue(other)};
+  EXPECT_EQ(describe(shared), describe(separate));
+  EXPECT_NE(sample_key(shared), sample_key(separate)) << "one storage or two";
 }
 
 TEST(FindFailure, ShrinksForEverySeed) {

@@ -34,6 +34,12 @@ std::string describe(const Stack& args, const std::vector<std::string>& names = 
 // a kernel given overlapping or stride-0 input on the GPU was compared with one given dense input.
 Stack clone_args(const Stack& args, std::optional<Device> to = std::nullopt);
 
+// A key equal for two samples when they hold the same arguments: what describe() shows (types,
+// shapes, layouts, devices, requires_grad, scalars), a 128-bit hash of the bytes of every storage
+// (holes and what lies past a view included; read through the host), and which tensors share one. Note [A shrink candidate runs
+// once] (generate.cpp).
+std::string sample_key(const Stack& args);
+
 // Helpers the checks share.
 // Every defined tensor a value holds (a Tensor; the elements of Tensor[], Tensor?[] and generic
 // lists), in order.
