@@ -17,6 +17,10 @@ def f32_to_bf16(x):
 def rbf(x):
     """round float32/float64 value to bf16, returned as float32 (double rounding via f32 for f64 input!)"""
     return bf16_to_f32(f32_to_bf16(np.asarray(x,dtype=np.float32)))
+def rnd(x,dt):
+    """float32 value(s) rounded to dt (bfloat16 or float16), returned as float32"""
+    x=np.asarray(x,dtype=np.float32)
+    return rbf(x) if dt=="bfloat16" else x.astype(np.float16).astype(np.float32)
 class T:
     def __init__(s,d):
         s.dtype=d["t"]; s.sizes=d["sizes"]; s.strides=d["strides"]

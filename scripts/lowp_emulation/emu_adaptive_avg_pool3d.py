@@ -2,11 +2,8 @@
 import sys, math, numpy as np
 sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
 import corpus
-from corpus import rbf
+from corpus import rbf, rnd
 F=np.float32; D=np.float64
-def rnd(x,dt):
-    x=np.asarray(x,F)
-    return rbf(x) if dt=="bfloat16" else x.astype(np.float16).astype(F)
 def start_index(a,b,c): return (a*c)//b
 def end_index(a,b,c): return -((-(a+1)*c)//b)
 def pool(x, osz, dt, variant):

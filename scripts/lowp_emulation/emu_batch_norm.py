@@ -5,11 +5,8 @@ Normalization.cpp batch_norm_cpu -> batch_norm_cpu_out -> (train) batch_norm_cpu
 import sys, itertools, numpy as np
 sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
 import corpus
-from corpus import rbf
+from corpus import rbf, rnd
 F=np.float32; D=np.float64
-def rnd(x,dt):
-    x=np.asarray(x,F)
-    return rbf(x) if dt=="bfloat16" else x.astype(np.float16).astype(F)
 def fma32(a,b,c): return F(D(F(a))*D(F(b))+D(F(c)))
 def batch_norm(x, w, b, rm, rv, train, momentum, eps, dt, W=16, fma_var=False, fma_out=False, stats_in_float=None, fma_beta=False):
     if stats_in_float is None: stats_in_float = (dt=='float16')   # PR #126525: Half -> float _mean/_var_sum buffers

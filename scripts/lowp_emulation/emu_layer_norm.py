@@ -4,11 +4,8 @@ layer_norm_kernel_mixed_type<T, T>; moments from cpu/moments_utils.h RowwiseMome
 import sys, itertools, numpy as np
 sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
 import corpus
-from corpus import rbf
+from corpus import rbf, rnd
 F=np.float32; D=np.float64
-def rnd(x,dt):
-    x=np.asarray(x,F)
-    return rbf(x) if dt=="bfloat16" else x.astype(np.float16).astype(F)
 def fma(a,b,c): return F(D(F(a))*D(F(b))+D(F(c)))
 def welford(row, W, fma_w=False):
     """RowwiseMomentsImpl for N < kVecSize (=2W): scalar Welford; general N: vector chunks (not emulated)"""

@@ -6,11 +6,8 @@ non-lastdim: serial_vec_logsoftmax_range (reduced specialization): all float, ro
 import sys, numpy as np
 sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
 import corpus, sleef
-from corpus import rbf
+from corpus import rbf, rnd
 F=np.float32
-def rnd(x,dt):
-    x=np.asarray(x,F)
-    return rbf(x) if dt=="bfloat16" else x.astype(np.float16).astype(F)
 def vreduce_seq(vals, op):
     acc=vals[0]
     for v in vals[1:]: acc=op(acc,v)
