@@ -1,9 +1,9 @@
 // Describing and cloning samples (sample.h).
 #include "opconform/conformance/sample.h"
 
+#include <cstdio>
 #include <cstring>
 #include <map>
-#include <cstdio>
 #include <sstream>
 #include <vector>
 

@@ -222,7 +222,6 @@ CaseResult with_device_fault(CaseResult r, const std::string& fault) {
 // a worker still alive kHangUpGrace later (or at its check's deadline) broke the protocol.
 constexpr std::chrono::seconds kHangUpGrace{5};
 
-
 // Note [The worker channel is untrusted]: a worker runs the library under test, which may write
 // anything to any fd, fork, or die at any moment. So its replies come as checked frames
 // (worker_frames.h) on a pipe at a high fd, its stdout and stderr go to a captured pipe (only
@@ -409,7 +408,6 @@ class Pool {
     if (pid < 0) pid = fork_worker(c.child_ends(), c.note.note, {c.req[1], c.rep[0], c.err[0]});
     ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before any kill
     c.close_child_ends();
-    ++spawned_;
     w = Worker{};
     w.pid = pid, w.to = c.req[1], w.from = c.rep[0], w.err = c.err[0], w.note = c.note.note;
   }
@@ -773,7 +771,6 @@ class Pool {
   std::string unloadable_;  // set when a worker's setup crashed or hung: which check it cost
   bool zygote_allowed_ = false;
   WorkerZygote zygote_;  // Note [Workers from a zygote]
-  size_t spawned_ = 0;   // workers started so far (beyond workers_.size(): replacements)
   // Checks run again after a worker died before they ran a sample: why (Note [A death outside any check]).
   std::map<std::pair<size_t, size_t>, std::string> first_deaths_;
   Clock::time_point last_told_;  // the last on_running
