@@ -224,6 +224,7 @@ struct OpTally {
   int calls = 0, cpu_differ = 0, cuda_calls = 0, cuda_differ = 0;
   int not_replayed = 0;           // calls this machine cannot make (kept out of the counts)
   int cpu_torch_further = 0, cuda_torch_further = 0;  // Note [The float64 arbiter]
+  int torch_fails_dtype_consistency = 0;               // of the torch-further ones, both devices
   std::vector<std::string> examples;  // the first differences, with their sources
 };
 
@@ -334,6 +335,30 @@ std::optional<bool> torch_further(const Registry& registry, const OperatorHandle
   return true;
 }
 
+// Whether torch's recorded result would fail dtype_consistency (conformance/src/properties.cpp)
+// on this call: a float16/bfloat16 output beyond its dtype's default tolerance of the float64
+// result rounded to that dtype. Where it would, a reference that returned torch's result would
+// fail the main job's own check (docs/architecture.md, "The reference rounds once").
+bool torch_fails_dtype_consistency(const OperatorHandle& op, const Stack& args, const json& want) {
+  Stack wide = args;
+  for (auto& v : wide)
+    if (v.is_tensor() && v.to_tensor().defined() && low_precision(v.to_tensor().dtype())) v = IValue(v.to_tensor().to(DType::Float64));
+  try {
+    op.call_boxed(wide);
+  } catch (const std::exception&) {
+    return false;
+  }
+  const auto exact = flatten(wide);
+  for (size_t i = 0; i < exact.size() && i < want.size(); ++i) {
+    if (!exact[i].is_tensor() || !want[i].contains("t")) continue;
+    const Tensor theirs = decode_tensor(want[i]);
+    if (!low_precision(theirs.dtype())) continue;
+    const Tensor rounded = exact[i].to_tensor().to(theirs.dtype());
+    if (!conformance::compare(theirs, rounded, conformance::default_tolerance(theirs.dtype())).equal) return true;
+  }
+  return false;
+}
+
 // Replays one call; the reference's result (or its error) against torch's CPU and CUDA results.
 void replay(Registry& registry, const json& call, std::map<std::string, OpTally>& tally) {
   const std::string name = call.at("op").get<std::string>();
@@ -379,7 +404,10 @@ void replay(Registry& registry, const json& call, std::map<std::string, OpTally>
     if (d.empty()) return;
     ++differ;
     const auto arbiter = torch_further(registry, *op, inputs, result, want);
-    if (arbiter && *arbiter) ++further;
+    if (arbiter && *arbiter) {
+      ++further;
+      t.torch_fails_dtype_consistency += torch_fails_dtype_consistency(*op, inputs, want);
+    }
     note(where, d + (arbiter ? (*arbiter ? " [torch further from float64]" : " [the reference further from float64]") : ""));
   };
   judge("cpu", got, call.at("cpu"), t.cpu_differ, t.cpu_torch_further);
@@ -430,10 +458,12 @@ TEST(OpInfoReplay, PyTorchsOwnSamplesAgreeWithTheReferenceButWhereListed) {
   for (const auto& call : calls) replay(registry, call, tally);
 
   const auto listed = listed_differences();
-  int calls_total = 0, cpu_differ = 0, cuda_total = 0, cuda_differ = 0, not_replayed = 0, cpu_further = 0, cuda_further = 0;
+  int calls_total = 0, cpu_differ = 0, cuda_total = 0, cuda_differ = 0, not_replayed = 0, cpu_further = 0, cuda_further = 0,
+      torch_fails = 0;
   for (const auto& [op, t] : tally) {
     calls_total += t.calls, cpu_differ += t.cpu_differ, cuda_total += t.cuda_calls, cuda_differ += t.cuda_differ;
     not_replayed += t.not_replayed, cpu_further += t.cpu_torch_further, cuda_further += t.cuda_torch_further;
+    torch_fails += t.torch_fails_dtype_consistency;
     const Listed l = listed.count(op) ? listed.at(op) : Listed{};
     std::cout << op << ": " << t.calls - t.cpu_differ << "/" << t.calls << " agree with torch CPU, "
               << t.cuda_calls - t.cuda_differ << "/" << t.cuda_calls << " with CUDA"
@@ -461,6 +491,25 @@ TEST(OpInfoReplay, PyTorchsOwnSamplesAgreeWithTheReferenceButWhereListed) {
             << calls_total - cpu_differ << " agree with torch CPU (" << cpu_further << " more where torch is further from "
             << "the float64 result), " << cuda_total - cuda_differ << "/" << cuda_total << " with torch CUDA (" << cuda_further
             << " more)\n";
+  // The acceptance of the replay (Note [The float64 arbiter], docs/opinfo-replay.md "Decision"):
+  // at least 99.9% of each column agree by PyTorch's rule for references, close or no further
+  // from float64 than torch. The plain assert_close share is printed; it is below 99.9% by the
+  // listed intermediate roundings of torch, which the reference does not copy.
+  auto share = [](int agree, int total) { return total == 0 ? 0.0 : static_cast<double>(agree) / total; };
+  const double cpu_plain = share(calls_total - cpu_differ, calls_total);
+  const double cpu_rule = share(calls_total - cpu_differ + cpu_further, calls_total);
+  const double cuda_plain = share(cuda_total - cuda_differ, cuda_total);
+  const double cuda_rule = share(cuda_total - cuda_differ + cuda_further, cuda_total);
+  std::cout << "agreement, plain assert_close / by PyTorch's rule: CPU " << 100 * cpu_plain << "% / " << 100 * cpu_rule
+            << "%, CUDA " << 100 * cuda_plain << "% / " << 100 * cuda_rule << "%\n";
+  std::cout << "of the " << cpu_further + cuda_further << " differences where torch is further from float64, torch's "
+            << "result would fail dtype_consistency on " << torch_fails << "\n";
+  EXPECT_EQ(torch_fails, cpu_further + cuda_further)
+      << "docs/architecture.md (\"The reference rounds once\") says every listed difference is one that a reference "
+         "returning torch's result would fail dtype_consistency on";
+  EXPECT_GE(cpu_rule, 0.999) << "agreement with torch CPU by PyTorch's rule for references";
+  EXPECT_GT(cuda_total, 5000) << "the corpus's CUDA column is missing";
+  EXPECT_GE(cuda_rule, 0.999) << "agreement with torch CUDA by PyTorch's rule for references";
 }
 
 }  // namespace
