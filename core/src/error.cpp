@@ -1,5 +1,9 @@
 #include "opconform/core/error.h"
 
+#include <algorithm>
+
+#include "opconform/core/detail/call_context.h"
+
 namespace opconform {
 
 std::string_view to_string(ErrorCode code) {
@@ -20,6 +24,12 @@ std::string_view to_string(ErrorCode code) {
 
 Error::Error(ErrorCode code, std::string message)
     : std::runtime_error(message), code_(code), message_(std::move(message)) {
+  // Note [Call context without a rethrow] (core/detail/call_context.h): the operators being
+  // called, innermost first, each once.
+  for (const detail::CallFrame* f = detail::innermost_call; f != nullptr; f = f->outer) {
+    std::string line = "while calling '" + *f->op + "'";
+    if (std::find(context_.begin(), context_.end(), line) == context_.end()) context_.push_back(std::move(line));
+  }
   rebuild_what();
 }
 

@@ -258,14 +258,6 @@ DispatchKeySet OperatorHandle::dispatch_keys(const Stack& stack) const {
           local.included) - local.excluded - entry_->skip;
 }
 
-void OperatorHandle::add_call_context(Error& e) const {
-  std::string line = "while calling '" + entry_->name + "'";
-  for (const auto& c : e.context()) {
-    if (c == line) return;
-  }
-  e.add_context(std::move(line));
-}
-
 void OperatorHandle::reject_boxed_call(const Stack& stack) const {
   OPCONFORM_CHECK(entry_->schema.has_value(), ErrorCode::kRegistration, "cannot call '", entry_->name,
                   "': it has no definition (no schema)");

@@ -59,6 +59,53 @@ TEST_F(DispatchTest, DefineImplAndCallTypedAndBoxed) {
   EXPECT_EQ(stack[0].to_tensor().to_vector<float>(), (std::vector<float>{3, 6}));
 }
 
+// Note [Call context without a rethrow]: an error leaving nested calls names each operator once,
+// innermost first, boxed and typed alike; an error made after a call failed, outside any call,
+// names none (the failed calls left nothing behind), and a handled error inside a kernel does not
+// leak into the next one.
+TEST_F(DispatchTest, AnErrorNamesTheCallsItLeavesAndNoOthers) {
+  Library lib("t", LibraryKind::DEF, std::nullopt, registry);
+  lib.define("inner(Tensor x) -> Tensor");
+  lib.define("outer(Tensor x) -> Tensor");
+  lib.define("again(Tensor x) -> Tensor");
+  lib.impl("inner", [](const Tensor&) -> Tensor { throw Error(ErrorCode::kInvalidArgument, "deep failure"); }, DispatchKey::CPU);
+  lib.impl("outer", [this](const Tensor& x) {
+    // A failure handled inside the kernel, then a nested call that fails.
+    try {
+      registry.get("t::inner").typed<Tensor(const Tensor&)>().call(x);
+    } catch (const Error&) {
+    }
+    return registry.get("t::inner").typed<Tensor(const Tensor&)>().call(x);
+  }, DispatchKey::CPU);
+  lib.impl("again", [this](const Tensor& x) -> Tensor {  // calls itself once, then fails
+    if (x.numel() == 0) throw Error(ErrorCode::kInvalidArgument, "empty");
+    return registry.get("t::again").typed<Tensor(const Tensor&)>().call(vec({}));
+  }, DispatchKey::CPU);
+
+  Stack stack{IValue(vec({1}))};
+  try {
+    registry.get("t::outer").call_boxed(stack);
+    FAIL() << "t::outer did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.context(), (std::vector<std::string>{"while calling 't::inner'", "while calling 't::outer'"}));
+    EXPECT_THAT(e.what(), HasSubstr("deep failure\n  while calling 't::inner'\n  while calling 't::outer'"));
+  }
+  EXPECT_TRUE(Error(ErrorCode::kInternal, "outside").context().empty());
+  try {
+    registry.get("t::outer").typed<Tensor(const Tensor&)>().call(vec({1}));
+    FAIL() << "t::outer did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.context().size(), 2u) << e.what();
+  }
+  EXPECT_TRUE(Error(ErrorCode::kInternal, "outside").context().empty());
+  try {
+    registry.get("t::again").typed<Tensor(const Tensor&)>().call(vec({1}));
+    FAIL() << "t::again did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.context(), (std::vector<std::string>{"while calling 't::again'"}));  // once per operator
+  }
+}
+
 TEST_F(DispatchTest, TypedCallWithOtherSignatureGoesThroughBoxing) {
   Library lib("t", LibraryKind::DEF, std::nullopt, registry);
   lib.define("scale(Tensor self, float factor) -> Tensor");

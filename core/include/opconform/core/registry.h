@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "opconform/core/detail/call_context.h"
 #include "opconform/core/dispatch_key.h"
 #include "opconform/core/ivalue.h"
 #include "opconform/core/kernel.h"
@@ -151,12 +152,8 @@ class OperatorHandle {
     const auto& local = local_dispatch_key_set();
     DispatchKeySet keys = ((detail::keys_of_stack(stack, entry_->num_arguments) |
                             DispatchKeySet(DispatchKey::BackendSelect)) | local.included) - local.excluded - entry_->skip;
-    try {
-      entry_->table[static_cast<size_t>(keys.highest())].call_boxed(*this, keys, stack);
-    } catch (Error& e) {
-      add_call_context(e);
-      throw;
-    }
+    detail::CallScope scope(entry_->name);  // Note [Call context without a rethrow]
+    entry_->table[static_cast<size_t>(keys.highest())].call_boxed(*this, keys, stack);
   }
   // Calls the kernel of the highest key in `keys` (already computed by the caller).
   void redispatch_boxed(DispatchKeySet keys, Stack& stack) const;
@@ -188,12 +185,8 @@ class OperatorHandle {
     const auto& local = local_dispatch_key_set();
     DispatchKeySet keys = ((detail::keys_of(args) | ... | DispatchKeySet(DispatchKey::BackendSelect)) |
                            local.included) - local.excluded - entry_->skip;
-    try {
-      return redispatch_unboxed<Ret, Args...>(keys, args...);
-    } catch (Error& e) {
-      add_call_context(e);
-      throw;
-    }
+    detail::CallScope scope(entry_->name);  // Note [Call context without a rethrow]
+    return redispatch_unboxed<Ret, Args...>(keys, args...);
   }
   template <typename Ret, typename... Args>
   Ret redispatch_unboxed(DispatchKeySet keys, detail::canonical_arg_t<Args>... args) const {
@@ -204,7 +197,6 @@ class OperatorHandle {
  private:
   [[noreturn]] void reject_boxed_call(const Stack& stack) const;
   // Adds "while calling 'ns::op'" to an error passing out of a call (once per operator).
-  void add_call_context(Error& e) const;
   detail::OperatorEntry* entry_;
 };
 
