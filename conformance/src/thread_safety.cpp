@@ -17,7 +17,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <condition_variable>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <latch>
@@ -67,10 +67,19 @@ Stack variant(const Stack& sample, int thread, bool rotate) {
   return args;
 }
 
-// kThreads threads that run one job at a time, each thread its share, all released at once.
-// Kept for the process: starting threads for every sample cost more than the calls (measured on
-// the reference run's 1,624 cases: 16.2 s with threads started per sample, 5.8 s with the pool). A forked child (a harness
-// worker) has none of its parent's threads, so a pool belongs to the process that made it.
+// kThreads threads that run one job at a time, each thread its share, all released at once: the
+// caller runs share 0 itself and kThreads - 1 pool threads the rest. Kept for the process:
+// starting threads for every sample cost more than the calls (measured on the reference run's
+// 1,624 cases: 16.2 s with threads started per sample, 5.8 s with the pool). A forked child (a
+// harness worker) has none of its parent's threads, so a pool belongs to the process that made it.
+//
+// Note [Waking the pool costs more than the calls]: on the ATen check (2 cores, -j 2) a third of
+// thread_safety's CPU was waking and waiting (futex, sched_yield, the condition variable's mutex
+// taken by four woken threads in turn), more than its eight calls of the op per sample. So the
+// caller is one of the kThreads (one thread fewer to wake and to wait for), and the pool threads
+// wait on the job counter itself (std::atomic::wait, a futex on it), taking no lock: the job is
+// published before the counter moves, and not replaced until every thread has passed the start
+// latch, by which time each has its copy.
 class Pool {
  public:
   static Pool& of_this_process() {
@@ -81,44 +90,39 @@ class Pool {
     return *pool;
   }
 
-  // Runs job(i) for i in [0, kThreads) on the pool's threads, released together; returns when all are done.
+  // Runs job(i) for i in [0, kThreads) at once, job(0) on this thread; returns when all are done.
   void run(const std::function<void(int)>& job) {
     std::lock_guard one_job(busy_);
     // Shared, not on this stack: a thread may still be inside count_down() when wait() returns.
     struct Latches {
-      std::latch start{kThreads}, done{kThreads};
+      std::latch start{kThreads}, done{kThreads - 1};
     };
     auto latches = std::make_shared<Latches>();
-    {
-      std::lock_guard lock(m_);
-      job_ = [latches, &job](int i) {
-        latches->start.arrive_and_wait();
-        job(i);
-        latches->done.count_down();
-      };
-      ++generation_;
-    }
-    cv_.notify_all();
+    job_ = [latches, &job](int i) {
+      latches->start.arrive_and_wait();
+      job(i);
+      latches->done.count_down();
+    };
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    latches->start.arrive_and_wait();
+    job(0);
     latches->done.wait();
   }
 
  private:
   Pool() : pid_(::getpid()) {
-    for (int i = 0; i < kThreads; ++i) std::thread([this, i] { serve(i); }).detach();
+    for (int i = 1; i < kThreads; ++i) std::thread([this, i] { serve(i); }).detach();
   }
   void serve(int i) {
     // "opc-" threads are opconform's own: a harness worker does not wait for them to end
     // (Note [Threads a kernel leaves running] in harness/src/worker_pool.cpp).
     ::pthread_setname_np(::pthread_self(), "opc-pool");
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-      std::function<void(int)> job;
-      {
-        std::unique_lock lock(m_);
-        cv_.wait(lock, [&] { return generation_ != seen; });
-        seen = generation_;
-        job = job_;
-      }
+      generation_.wait(seen, std::memory_order_acquire);
+      seen = generation_.load(std::memory_order_acquire);
+      const std::function<void(int)> job = job_;  // Note [Waking the pool costs more than the calls]
       // The outputs of this thread's last job were dropped by the caller's thread and queued to
       // this one, their memory held until it merges them: here, before the next job, the thread's
       // safe point (Note [Biased reference counts], core/detail/biased_count.h).
@@ -128,10 +132,9 @@ class Pool {
   }
 
   pid_t pid_;
-  std::mutex busy_, m_;
-  std::condition_variable cv_;
+  std::mutex busy_;
+  std::atomic<uint32_t> generation_{0};  // a 32-bit counter: std::atomic::wait is a futex on it
   std::function<void(int)> job_;
-  uint64_t generation_ = 0;
 };
 
 // run_op, with every exception caught: one escaping a thread would end the process.
