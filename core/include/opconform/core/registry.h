@@ -196,7 +196,6 @@ class OperatorHandle {
 
  private:
   [[noreturn]] void reject_boxed_call(const Stack& stack) const;
-  // Adds "while calling 'ns::op'" to an error passing out of a call (once per operator).
   detail::OperatorEntry* entry_;
 };
 

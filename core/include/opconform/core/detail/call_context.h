@@ -7,12 +7,12 @@
 // Note [Call context without a rethrow]: an error that leaves an operator call names the operator
 // ("while calling 'aten::add.Tensor'"), so that an error thrown deep inside core (a copy, a
 // broadcast) still says which call it came from; error_inputs accepts such an error because of
-// it. The dispatcher used to add the line in a catch clause and rethrow, once per call level; on
-// the ATen check (2 cores) error_inputs alone spent 14% more CPU with the catch than without it,
-// most errors being a library's refusals that pass through one or two calls. So each call pushes
-// its operator's name on a thread-local list for its duration (a cleanup, not a handler: the
-// unwinder passes it without a second search and throw), and an Error records the list when it is
-// made. The lines are the same as before for an error made inside a call and thrown out of it;
+// it. The dispatcher used to add the line in a catch clause and rethrow, once per call level. So
+// each call pushes its operator's name on a thread-local list for its duration (a cleanup, not a
+// handler: no second throw), and an Error records the list when it is made. Measured on the ATen
+// check's error_inputs alone (2 cores, -j 1, user CPU): 8.57 s with the catch, 8.2 s with this
+// scope, 7.2 s with no context at all (the scope's cleanup still stops the unwinder once per
+// call level). The lines are the same as before for an error made inside a call and thrown out of it;
 // an Error made inside a call and handled there carries them unseen.
 #pragma once
 
