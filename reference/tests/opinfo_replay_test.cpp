@@ -293,17 +293,9 @@ double total_error(const Tensor& t, const Tensor& exact) {
   return sum;
 }
 
-// Note [The float64 arbiter]: where a float16/bfloat16 result differs from torch's, which is
-// nearer the truth? The same call with those inputs in float64, through the reference (whose
-// float64 results agree with torch's), says: the summed error of each side from it. "torch
-// further" means torch's own reduced-precision arithmetic is the cause. It is PyTorch's own rule
-// for its references (test/test_ops.py, _ref_test_helper: where a reference's low-precision
-// result is not close to torch's, each output's summed distance from the float64 result must be
-// no larger than torch's) and for its decompositions (test/test_decomp.py, op_assert_ref, with the
-// greatest distance), applied output by output: every differing output must be a float16/bfloat16
-// tensor no further from float64 than torch's, and one strictly nearer.
-std::optional<bool> torch_further(const Registry& registry, const OperatorHandle& op, const Stack& args,
-                                  const std::vector<IValue>& got, const json& want) {
+// The call's results with its float16/bfloat16 tensors in float64, through the reference;
+// nullopt when it has no such tensor or the reference refuses the widened call.
+std::optional<std::vector<IValue>> in_float64(const OperatorHandle& op, const Stack& args) {
   Stack wide = args;
   bool any = false;
   for (auto& v : wide) {
@@ -317,7 +309,23 @@ std::optional<bool> torch_further(const Registry& registry, const OperatorHandle
   } catch (const std::exception&) {
     return std::nullopt;
   }
-  const auto exact = flatten(wide);
+  return flatten(wide);
+}
+
+// Note [The float64 arbiter]: where a float16/bfloat16 result differs from torch's, which is
+// nearer the truth? The same call with those inputs in float64, through the reference (whose
+// float64 results agree with torch's), says: the summed error of each side from it. "torch
+// further" means torch's own reduced-precision arithmetic is the cause. It is PyTorch's own rule
+// for its references (test/test_ops.py, _ref_test_helper: where a reference's low-precision
+// result is not close to torch's, each output's summed distance from the float64 result must be
+// no larger than torch's) and for its decompositions (test/test_decomp.py, op_assert_ref, with the
+// greatest distance), applied output by output: every differing output must be a float16/bfloat16
+// tensor no further from float64 than torch's, and one strictly nearer.
+std::optional<bool> torch_further(const Registry& registry, const OperatorHandle& op, const Stack& args,
+                                  const std::vector<IValue>& got, const json& want) {
+  const auto wide = in_float64(op, args);
+  if (!wide) return std::nullopt;
+  const std::vector<IValue>& exact = *wide;
   if (got.size() != want.size() || exact.size() != got.size()) return std::nullopt;
   bool nearer = false;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -340,15 +348,9 @@ std::optional<bool> torch_further(const Registry& registry, const OperatorHandle
 // result rounded to that dtype. Where it would, a reference that returned torch's result would
 // fail the main job's own check (docs/architecture.md, "The reference rounds once").
 bool torch_fails_dtype_consistency(const OperatorHandle& op, const Stack& args, const json& want) {
-  Stack wide = args;
-  for (auto& v : wide)
-    if (v.is_tensor() && v.to_tensor().defined() && low_precision(v.to_tensor().dtype())) v = IValue(v.to_tensor().to(DType::Float64));
-  try {
-    op.call_boxed(wide);
-  } catch (const std::exception&) {
-    return false;
-  }
-  const auto exact = flatten(wide);
+  const auto wide = in_float64(op, args);
+  if (!wide) return false;
+  const std::vector<IValue>& exact = *wide;
   for (size_t i = 0; i < exact.size() && i < want.size(); ++i) {
     if (!exact[i].is_tensor() || !want[i].contains("t")) continue;
     const Tensor theirs = decode_tensor(want[i]);
