@@ -654,7 +654,7 @@ OpcStatus call_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t n
       // plugin's backward, which re-runs the op with grad), so the forward call needs no graph
       // and no version counters. InferenceMode takes the Autograd and ADInplaceOrView layers out
       // of ATen's dispatch (NoGradGuard still ran them): measured on the ATen check, ATen's
-      // dispatcher was 9% of all CPU, a third of the time inside the plugin's calls.
+      // dispatcher was 9% of all CPU, a quarter of the time inside the plugin's calls.
       c10::InferenceMode no_autograd;
       entry->handle.callBoxed(stack);
     }
