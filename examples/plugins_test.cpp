@@ -151,7 +151,7 @@ TEST(ExamplePlugins, SilentBugsAreFlaggedByMemorySafetyAndThreadSafety) {
   // (c) exp's lazily filled table, read by a concurrent first caller before it is filled. Each
   // worker's first exp case races; a second exp case in the same worker finds the table filled.
   const std::string race = failure("aten::exp", "thread_safety");
-  EXPECT_THAT(race, ::testing::HasSubstr("in 4 concurrent calls, thread"));
+  EXPECT_THAT(race, ::testing::ContainsRegex("in [0-9]+ concurrent calls, thread"));
   EXPECT_THAT(race, ::testing::HasSubstr("differs from a sequential call's (bitwise): output 0"));
   // Silent: the values of abs and exp agree with the reference, and their memory is not corrupted.
   // Under AddressSanitizer (the asan preset builds the plugin with it too) abs's unguarded calls

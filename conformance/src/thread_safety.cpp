@@ -15,9 +15,12 @@
 // check_names()), and opcheck runs each check over all samples before the next, so the first
 // sample's concurrent calls are the first calls of the op in a case.
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <latch>
@@ -35,7 +38,31 @@ namespace {
 
 using opconform::detail::concat;
 
-constexpr int kThreads = 4;
+// Note [As many threads as can run at once]: the op is called from min(4, the CPUs this process
+// may run on) threads at once, and never fewer than 2. A thread beyond the CPUs cannot run at the
+// same time as the others: it starts when one of them ends or blocks, so its call (microseconds
+// long) overlaps none and is a sequential call with a wake-up added. Measured on the 2-CPU CI
+// machine (the ATen 1.13 check, -j 2, thread_safety only): 4 threads 8.6 s, 2 threads 5.1 s,
+// the same outcomes result by result; a fifth of the whole check's CPU sat idle in vCPU
+// wake-ups with 4. A race a kernel opens by blocking (a slow first initialisation, a sleep) is
+// still met by the second thread. OPCONFORM_THREAD_SAFETY_THREADS (2 to 64) sets the number.
+constexpr int kMaxThreads = 4;
+
+// Read by each process's pool when it is made (a forked worker makes its own).
+int concurrent_threads() {
+  if (const char* env = std::getenv("OPCONFORM_THREAD_SAFETY_THREADS"); env && *env) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    OPCONFORM_CHECK(end && *end == '\0' && v >= 2 && v <= 64, ErrorCode::kInvalidArgument,
+                    "OPCONFORM_THREAD_SAFETY_THREADS='", env, "' is not a number of threads from 2 to 64");
+    return static_cast<int>(v);
+  }
+  cpu_set_t cpus;
+  const int available = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0
+                            ? CPU_COUNT(&cpus)
+                            : static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(available, 2, kMaxThreads);
+}
 
 // t's elements, in logical order, moved `k` places along the flattened tensor (a new
 // contiguous tensor on t's device).
@@ -67,8 +94,8 @@ Stack variant(const Stack& sample, int thread, bool rotate) {
   return args;
 }
 
-// kThreads threads that run one job at a time, each thread its share, all released at once: the
-// caller runs share 0 itself and kThreads - 1 pool threads the rest. Kept for the process:
+// concurrent_threads() threads that run one job at a time, each thread its share, all released at
+// once: the caller runs share 0 itself and the pool threads the rest. Kept for the process:
 // starting threads for every sample cost more than the calls (measured on the reference run's
 // 1,624 cases: 16.2 s with threads started per sample, 5.8 s with the pool). A forked child (a
 // harness worker) has none of its parent's threads, so a pool belongs to the process that made it.
@@ -76,7 +103,7 @@ Stack variant(const Stack& sample, int thread, bool rotate) {
 // Note [Waking the pool costs more than the calls]: on the ATen check (2 cores, -j 2) a third of
 // thread_safety's CPU was waking and waiting (futex, sched_yield, the condition variable's mutex
 // taken by four woken threads in turn), more than its eight calls of the op per sample. So the
-// caller is one of the kThreads (one thread fewer to wake and to wait for), and the pool threads
+// caller is one of the threads (one thread fewer to wake and to wait for), and the pool threads
 // wait on the job counter itself (std::atomic::wait, a futex on it), taking no lock: the job is
 // published before the counter moves, and not replaced until every thread has passed the start
 // latch, by which time each has its copy.
@@ -90,14 +117,15 @@ class Pool {
     return *pool;
   }
 
-  // Runs job(i) for i in [0, kThreads) at once, job(0) on this thread; returns when all are done.
+  // Runs job(i) for i in [0, threads()) at once, job(0) on this thread; returns when all are done.
   void run(const std::function<void(int)>& job) {
     std::lock_guard one_job(busy_);
     // Shared, not on this stack: a thread may still be inside count_down() when wait() returns.
     struct Latches {
-      std::latch start{kThreads}, done{kThreads - 1};
+      explicit Latches(int n) : start(n), done(n - 1) {}
+      std::latch start, done;
     };
-    auto latches = std::make_shared<Latches>();
+    auto latches = std::make_shared<Latches>(threads_);
     job_ = [latches, &job](int i) {
       latches->start.arrive_and_wait();
       job(i);
@@ -110,9 +138,11 @@ class Pool {
     latches->done.wait();
   }
 
+  int threads() const { return threads_; }
+
  private:
-  Pool() : pid_(::getpid()) {
-    for (int i = 1; i < kThreads; ++i) std::thread([this, i] { serve(i); }).detach();
+  Pool() : pid_(::getpid()), threads_(concurrent_threads()) {
+    for (int i = 1; i < threads_; ++i) std::thread([this, i] { serve(i); }).detach();
   }
   void serve(int i) {
     // "opc-" threads are opconform's own: a harness worker does not wait for them to end
@@ -132,6 +162,7 @@ class Pool {
   }
 
   pid_t pid_;
+  int threads_;
   std::mutex busy_;
   std::atomic<uint32_t> generation_{0};  // a 32-bit counter: std::atomic::wait is a futex on it
   std::function<void(int)> job_;
@@ -165,15 +196,17 @@ class ThreadSafety final : public Check {
     const Exactness exactness = ctx.op.has_tag(Tag::nondeterministic_bitwise) ? Exactness::tolerance : Exactness::bitwise;
     const SampleText sample(ctx.sample.args, ctx.op);
 
+    Pool& pool = Pool::of_this_process();
+    const int threads = pool.threads();  // Note [As many threads as can run at once]
     std::vector<Stack> inputs;
     const bool rotate = !ctx.op.data()->sample_builder;
-    for (int i = 0; i < kThreads; ++i) inputs.push_back(variant(ctx.sample.args, i, rotate));
+    for (int i = 0; i < threads; ++i) inputs.push_back(variant(ctx.sample.args, i, rotate));
     std::vector<Stack> sequential_inputs;
     for (const Stack& in : inputs) sequential_inputs.push_back(clone_args(in));
 
-    std::vector<Run> concurrent(kThreads);
-    Pool::of_this_process().run([&](int i) { concurrent[i] = run_anything(ctx.op, inputs[i]); });
-    for (int i = 0; i < kThreads; ++i) {
+    std::vector<Run> concurrent(threads);
+    pool.run([&](int i) { concurrent[i] = run_anything(ctx.op, inputs[i]); });
+    for (int i = 0; i < threads; ++i) {
       Run alone = run_anything(ctx.op, sequential_inputs[i]);
       const Run& together = concurrent[i];
       if (alone.error && together.error) {
@@ -190,7 +223,7 @@ class ThreadSafety final : public Check {
       }
       if (!differs.empty()) {
         return make_result(name(), Outcome::failed,
-                           concat("thread_safety of '", op, "': in ", kThreads, " concurrent calls, thread ", i,
+                           concat("thread_safety of '", op, "': in ", threads, " concurrent calls, thread ", i,
                                   (i == 0 || !rotate ? " (the sample itself)" : concat(" (the sample rotated by ", i, ")")), " ",
                                   differs, ". A kernel must not share unsynchronised state between calls (a lazily "
                                   "filled table, a static buffer); tag the op not_thread_safe if it must be called from "
@@ -198,7 +231,10 @@ class ThreadSafety final : public Check {
                            op, sample);
       }
     }
-    return make_result(name(), Outcome::passed, "");
+    // Said in every pass: the number depends on the machine (Note [As many threads as can run at once]).
+    return make_result(name(), Outcome::passed,
+                       concat(threads, " concurrent calls per sample (as many as this process has CPUs, 2 to ", kMaxThreads,
+                              "; OPCONFORM_THREAD_SAFETY_THREADS sets it)"));
   }
 };
 

@@ -3,11 +3,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <functional>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "opconform/conformance/check.h"
@@ -73,7 +80,7 @@ TEST_F(ThreadSafetyTest, ALazilyFilledTableWithoutSynchronisationFails) {
                       opts(), {"x"});
   CheckResult r = run(op, {IValue(floats(4096))});
   EXPECT_EQ(r.outcome, Outcome::failed);
-  EXPECT_THAT(r.message, HasSubstr("in 4 concurrent calls, thread"));
+  EXPECT_THAT(r.message, ::testing::ContainsRegex("in [0-9]+ concurrent calls, thread"));
   EXPECT_THAT(r.message, HasSubstr("differs from a sequential call's (bitwise): output 0"));
 }
 
@@ -161,6 +168,85 @@ TEST_F(ThreadSafetyTest, AnOpWithASampleBuilderIsCalledOnlyWithItsOwnInputs) {
   registry.set_op_data("t::ordered_pair", data);
   EXPECT_EQ(run(op, pair).outcome, Outcome::passed);
   EXPECT_EQ(out_of_order.load(), 0);
+}
+
+// Note [As many threads as can run at once]: one thread per CPU the process may use, 2 to 4, or
+// OPCONFORM_THREAD_SAFETY_THREADS; a pass says how many.
+std::set<std::thread::id> threads_calling(Registry& registry, CheckResult& result) {
+  static std::mutex m;
+  static std::set<std::thread::id> ids;
+  {
+    std::lock_guard lock(m);
+    ids.clear();
+  }
+  CustomOpOptions o;
+  o.registry = &registry;
+  auto op = custom_op("t::who_calls", std::function<Tensor(const Tensor&)>([](const Tensor& x) {
+                        std::lock_guard lock(m);
+                        ids.insert(std::this_thread::get_id());
+                        return x.clone();
+                      }),
+                      o, {"x"});
+  Sample sample(Stack{IValue(floats(8))});
+  result = detail::make_thread_safety()->run({op.handle(), sample, ToleranceSpec{}, registry});
+  std::lock_guard lock(m);
+  return ids;
+}
+
+int cpus_of_this_process() {
+  cpu_set_t cpus;
+  return ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+}
+
+TEST_F(ThreadSafetyTest, AsManyThreadsAsCPUsFromTwoToFour) {
+  if (std::getenv("OPCONFORM_THREAD_SAFETY_THREADS")) GTEST_SKIP() << "OPCONFORM_THREAD_SAFETY_THREADS is set";
+  CheckResult r;
+  const size_t expected = static_cast<size_t>(std::clamp(cpus_of_this_process(), 2, 4));
+  EXPECT_EQ(threads_calling(registry, r).size(), expected);  // the caller and the pool's threads
+  EXPECT_EQ(r.outcome, Outcome::passed);
+  EXPECT_THAT(r.message, HasSubstr(std::to_string(expected) + " concurrent calls per sample"));
+}
+
+// In a child process: the pool, and the number it reads, belong to the process that made them.
+int in_a_child(const char* threads, const std::function<bool()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("OPCONFORM_THREAD_SAFETY_THREADS", threads, 1);
+    bool ok = false;
+    try {
+      ok = body();
+    } catch (...) {
+    }
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST_F(ThreadSafetyTest, TheVariableSetsTheThreadCountAndABadOneIsAnError) {
+  EXPECT_EQ(in_a_child("3",
+                       [&] {
+                         CheckResult r;
+                         return threads_calling(registry, r).size() == 3 && r.outcome == Outcome::passed &&
+                                r.message.find("3 concurrent calls per sample") != std::string::npos;
+                       }),
+            0);
+  for (const char* bad : {"1", "65", "four", "3x"}) {
+    EXPECT_EQ(in_a_child(bad,
+                         [&] {
+                           CheckResult r;
+                           try {
+                             threads_calling(registry, r);
+                           } catch (const Error& e) {
+                             return e.code() == ErrorCode::kInvalidArgument &&
+                                    std::string(e.what()).find("OPCONFORM_THREAD_SAFETY_THREADS") != std::string::npos;
+                           }
+                           return false;
+                         }),
+              0)
+        << bad;
+  }
 }
 
 TEST(ThreadSafetyOrder, ThreadSafetyRunsFirstInEveryList) {

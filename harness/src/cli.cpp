@@ -526,6 +526,8 @@ Environment:
   OPCONFORM_SEED  replaces every case's seed, as --seed does (repro lines may carry it)
   OPCONFORM_ZYGOTE=0  a worker that replaces a crashed one loads the library itself, instead of
                   being forked from a process that loaded it once (the default, CPU cases only)
+  OPCONFORM_THREAD_SAFETY_THREADS  threads thread_safety calls an op from at once (2 to 64; default:
+                  the CPUs the worker may run on, 2 to 4)
   Shards, when --shard is not given (index and count):
 )";
   for (const ShardEngine& e : shard_engines()) {
