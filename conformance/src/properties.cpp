@@ -156,9 +156,15 @@ Tensor filled_buffer(IntArrayRef sizes, const Tensor& like) {
   return b;
 }
 
-// Non-contiguous tensors with t's values (and, for the broadcast one, values of its own).
-std::vector<std::pair<std::string, Tensor>> layout_variants(const Tensor& t, bool written) {
-  std::vector<std::pair<std::string, Tensor>> out;
+// A non-contiguous tensor: one with t's values, or (a broadcast) with values of its own.
+struct LayoutVariant {
+  std::string how;
+  Tensor tensor;
+  bool own_values = false;
+};
+
+std::vector<LayoutVariant> layout_variants(const Tensor& t, bool written) {
+  std::vector<LayoutVariant> out;
   const int64_t dim = t.dim();
   std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
   if (dim >= 2 && (sizes[dim - 1] > 1 || sizes[dim - 2] > 1)) {
@@ -166,26 +172,26 @@ std::vector<std::pair<std::string, Tensor>> layout_variants(const Tensor& t, boo
     std::swap(swapped[dim - 1], swapped[dim - 2]);
     Tensor buffer = empty(swapped, t.options());
     buffer.copy_(t.transpose(-1, -2));
-    out.emplace_back("a transposed view", buffer.transpose(-1, -2));
+    out.push_back({"a transposed view", buffer.transpose(-1, -2)});
   }
   if (dim >= 1) {
     std::vector<int64_t> wide = sizes;
     wide[dim - 1] *= 2;
     Tensor v = filled_buffer(wide, t).slice(dim - 1, 0, wide[dim - 1], 2);
     v.copy_(t);
-    out.emplace_back("a view sliced with step 2", v);
+    out.push_back({"a view sliced with step 2", v});
   }
   {
     Tensor flat = filled_buffer(std::vector<int64_t>{t.numel() + 3}, t);
     Tensor v = flat.narrow(0, 3, t.numel()).view(sizes);
     v.copy_(t);
-    out.emplace_back("a view with storage offset 3", v);
+    out.push_back({"a view with storage offset 3", v});
   }
   // Broadcast: the values of t's first slice along d repeated (stride 0). Its reference is its
   // own contiguous copy; never used for written arguments (every element aliases one).
   for (int64_t d = 0; d < dim && !written; ++d) {
     if (sizes[d] > 1) {
-      out.emplace_back(concat("a broadcast view (stride 0 along dim ", d, ")"), t.narrow(d, 0, 1).clone().expand(sizes));
+      out.push_back({concat("a broadcast view (stride 0 along dim ", d, ")"), t.narrow(d, 0, 1).clone().expand(sizes), true});
       break;
     }
   }
@@ -214,11 +220,21 @@ class StrideInvariance final : public Check {
       if (!args[a].is_tensor() || !args[a].to_tensor().defined()) continue;
       const Tensor t = plain(args[a].to_tensor());
       if (t.is_meta_data() || t.numel() == 0) continue;
-      for (auto& [how, variant] : layout_variants(t, is_written(ctx.op, a))) {
-        Stack with_variant = clone_args(args), with_copy = clone_args(args);
+      // The run on a contiguous copy, the one every variant with t's values is compared with:
+      // made once per argument, as the values are the same (a broadcast gets its own).
+      std::optional<Run> on_a_copy_of_t;
+      auto on_a_contiguous_copy = [&](const Tensor& values) {
+        Stack with_copy = clone_args(args);
+        with_copy[a] = IValue(values.contiguous().clone());
+        return run_op(ctx.op, with_copy);
+      };
+      for (const auto& [how, variant, own_values] : layout_variants(t, is_written(ctx.op, a))) {
+        Stack with_variant = clone_args(args);
         with_variant[a] = IValue(variant);
-        with_copy[a] = IValue(variant.contiguous().clone());
-        Run got = run_op(ctx.op, with_variant), want = run_op(ctx.op, with_copy);
+        Run got = run_op(ctx.op, with_variant);
+        if (!own_values && !on_a_copy_of_t) on_a_copy_of_t = on_a_contiguous_copy(t);
+        const Run broadcast_copy = own_values ? on_a_contiguous_copy(variant) : Run{};
+        const Run& want = own_values ? broadcast_copy : *on_a_copy_of_t;
         const std::string subject = concat("argument '", arg_name(ctx.op, a), "' as ", how, " (sizes ",
                                            shape_string(variant.sizes()), ", strides ", shape_string(variant.strides()),
                                            ", storage offset ", variant.storage_offset(), ")");
