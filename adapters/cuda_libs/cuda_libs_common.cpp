@@ -282,7 +282,7 @@ Tensor in_layout(Call& call, const Tensor& t, const Dims& strides) {
 // ---- handles ---------------------------------------------------------------------------------
 
 // Note [Handles]: one cuBLAS and one cuDNN handle per thread that calls at the same time, from a
-// pool: the thread_safety check calls an op from four threads at once, and a cuDNN handle must
+// pool: the thread_safety check calls an op from up to four threads at once, and a cuDNN handle must
 // not be used by two threads concurrently. Handles are made at the first call that needs one,
 // never while loading (the library loads, and registers its ops, on a machine without a GPU;
 // the harness loads it in a probe process and in each worker after the fork, so no CUDA state
