@@ -514,11 +514,18 @@ TEST(Loader, UnloadingUndoesTheRegistrations) {
 
 // ---- shared libraries: files that are not plugins ----
 
-std::filesystem::path temp_file(const std::string& name, const std::string& bytes) {
-  auto path = std::filesystem::temp_directory_path() / ("opconform_loader_test_" + std::to_string(getpid()) + "_" + name);
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
-}
+// A file with `bytes`, removed when it goes out of scope.
+struct TempFile {
+  TempFile(const std::string& name, const std::string& bytes)
+      : path(std::filesystem::temp_directory_path() / ("opconform_loader_test_" + std::to_string(getpid()) + "_" + name)) {
+    std::ofstream(path, std::ios::binary) << bytes;
+  }
+  ~TempFile() {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+  }
+  std::filesystem::path path;
+};
 
 std::string file_error(const std::filesystem::path& path) {
   Registry registry;
@@ -534,8 +541,8 @@ std::string file_error(const std::filesystem::path& path) {
 TEST(Loader, FilesThatAreNotPluginsGiveClearErrors) {
   EXPECT_NE(file_error("/nonexistent/libnothing.so").find("no such file"), std::string::npos);
   EXPECT_NE(file_error(std::filesystem::temp_directory_path()).find("is a directory"), std::string::npos);
-  EXPECT_NE(file_error(temp_file("empty.so", "")).find("too short"), std::string::npos);
-  EXPECT_NE(file_error(temp_file("text.so", std::string(100, 'x'))).find("no ELF magic"), std::string::npos);
+  EXPECT_NE(file_error(TempFile("empty.so", "").path).find("too short"), std::string::npos);
+  EXPECT_NE(file_error(TempFile("text.so", std::string(100, 'x')).path).find("no ELF magic"), std::string::npos);
   EXPECT_NE(file_error(OPCONFORM_NOT_A_PLUGIN).find("exports no 'opconform_plugin'"), std::string::npos);
 }
 
