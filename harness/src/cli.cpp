@@ -140,7 +140,7 @@ struct RunFlags {
         ->check(CLI::PositiveNumber);
     app.add_option("--seed", seed, "Replace every case's fixed seed (replays a reported failure)");
     app.add_option("--jobs,-j", jobs,
-                   "Worker processes (default: one per CPU); 0 runs in this process, without crash isolation. Each worker gets OMP_NUM_THREADS = CPUs / workers unless it is set")
+                   "Worker processes (default: one per CPU); 0 runs in this process, without crash isolation. Each worker gets OMP_NUM_THREADS=1 unless it is set")
         ->check(CLI::Range(0, 1024));
     app.add_option("--shard", shard,
                    "Run shard i of N ('i/N', from 0); when unset, read from the engine's variables: GoogleTest, GitLab "

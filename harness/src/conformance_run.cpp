@@ -241,7 +241,7 @@ RunOutcome run_conformance(const RunRequest& request) {
     for (const auto& dir : report_files->directories()) sandbox.read_only.push_back(dir.string());
   std::optional<NotDumpable> not_dumpable;
   if (!request.library.empty() && request.jobs > 0) not_dumpable.emplace();
-  if (request.jobs > 0) share_cores_among_workers(request.jobs);  // Note [A worker's share of the cores]
+  if (request.jobs > 0) one_openmp_thread_per_worker();  // Note [One OpenMP thread per worker]
   RunOutcome outcome;
   reports::Report& report = outcome.report;
   report.info = run_info(request);

@@ -200,17 +200,7 @@ bool kept_by_default(const std::string& name) {
          starts_with(name, "OPCONFORM_");
 }
 
-std::string omp_threads_per_worker(unsigned cores, int jobs) {
-  return std::to_string(std::max(1u, cores / static_cast<unsigned>(std::max(jobs, 1))));
-}
-
-void share_cores_among_workers(int jobs) {
-  static std::string ours;  // the value this process set, if any
-  const char* now = std::getenv("OMP_NUM_THREADS");
-  if (now != nullptr && ours != now) return;  // the user's
-  ours = omp_threads_per_worker(std::max(1u, std::thread::hardware_concurrency()), jobs);
-  ::setenv("OMP_NUM_THREADS", ours.c_str(), 1);
-}
+void one_openmp_thread_per_worker() { ::setenv("OMP_NUM_THREADS", "1", /*overwrite=*/0); }
 
 unsigned enter_sandbox(const SandboxOptions& options, pid_t harness) {
   unsigned layers = 0;

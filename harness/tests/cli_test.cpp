@@ -825,24 +825,16 @@ TEST_F(Cli, DoctorNotesOnlyWhatCanBeFixed) {
   EXPECT_NE(out.find("opconform doctor: 0 broken"), std::string::npos) << out;
 }
 
-// Note [A worker's share of the cores]: N workers share the cores among their libraries' pools.
-TEST(Workers, EachWorkerGetsItsShareOfTheCoresForALibrarysThreadPool) {
-  EXPECT_EQ(omp_threads_per_worker(16, 16), "1");
-  EXPECT_EQ(omp_threads_per_worker(16, 1), "16");
-  EXPECT_EQ(omp_threads_per_worker(16, 3), "5");
-  EXPECT_EQ(omp_threads_per_worker(2, 4), "1");  // more workers than cores: still one thread
-  EXPECT_EQ(omp_threads_per_worker(8, 0), "8");
+// Note [One OpenMP thread per worker].
+TEST(Workers, EachWorkerGetsOneOpenMPThreadUnlessTheUserSetsIt) {
   const char* user = std::getenv("OMP_NUM_THREADS");
   const std::string saved = user != nullptr ? user : "";
   ::unsetenv("OMP_NUM_THREADS");
-  share_cores_among_workers(1024);
+  one_openmp_thread_per_worker();
   ASSERT_NE(std::getenv("OMP_NUM_THREADS"), nullptr);
   EXPECT_STREQ(std::getenv("OMP_NUM_THREADS"), "1");
-  share_cores_among_workers(1);  // set by this process: replaced for the next run
-  EXPECT_STREQ(std::getenv("OMP_NUM_THREADS"),
-               omp_threads_per_worker(std::max(1u, std::thread::hardware_concurrency()), 1).c_str());
   ::setenv("OMP_NUM_THREADS", "3", 1);  // the user's: kept
-  share_cores_among_workers(1024);
+  one_openmp_thread_per_worker();
   EXPECT_STREQ(std::getenv("OMP_NUM_THREADS"), "3");
   if (user != nullptr) ::setenv("OMP_NUM_THREADS", saved.c_str(), 1);
   else ::unsetenv("OMP_NUM_THREADS");

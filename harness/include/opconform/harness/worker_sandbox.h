@@ -47,14 +47,15 @@ unsigned probe_sandbox(const SandboxOptions& options);
 // CUDA_*, OPCONFORM_*, sanitizer options).
 bool kept_by_default(const std::string& name);
 
-// Note [A worker's share of the cores]: a library with a thread pool of its own (ATen's OpenMP
-// pool: one thread per core) in each of N workers puts N x cores threads on the cores. On an H200
-// host's 16 cores, ATen 2.11's check of the a*-c* ops took 8.2 s with -j 16 and 4.5 s with
-// OMP_NUM_THREADS=1, and 43.2 s / 33.2 s with -j 1. So workers get OMP_NUM_THREADS = cores / jobs
-// (at least 1) unless the user set it. The value for `cores` and `jobs`:
-std::string omp_threads_per_worker(unsigned cores, int jobs);
-// Sets OMP_NUM_THREADS for the workers a run of `jobs` starts, unless the user set it (a value
-// this process set earlier, for another run, is replaced).
-void share_cores_among_workers(int jobs);
+// Note [One OpenMP thread per worker]: a library with a thread pool of its own (ATen's OpenMP
+// pool: one thread per core) in each of N workers puts N x cores threads on the cores, and even a
+// lone worker loses by its pool: a check's samples are small (at most 16,384 elements, under
+// ATen's grain of 32,768 for most kernels) and every parallel region wakes and spins the pool.
+// Measured with ATen: on an H200 host's 16 cores (2.11, the a*-c* ops) -j 16 took 8.2 s with the
+// pool and 4.5 s with OMP_NUM_THREADS=1, -j 1 49.0 s with 16 threads and 33.2 s with 1; on the
+// 2-core CI machine (1.13, every op) -j 1 65.5 s with 2 threads and 51.4 s with 1. So workers get
+// OMP_NUM_THREADS=1 unless the user set it (until 2026-12-06 they got cores / jobs, the -j 1 runs
+// above). Sets it for the workers a run starts, unless it is set.
+void one_openmp_thread_per_worker();
 
 }  // namespace opconform::harness
