@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "opconform/harness/worker_frames.h"
+#include "opconform/harness/worker_sandbox.h"
 #include "opconform/harness/worker_pool.h"
 
 namespace opconform::harness {
@@ -35,6 +36,7 @@ using Clock = std::chrono::steady_clock;
                               int output) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) _exit(0);
+  close_inherited_fds({channel, output});  // Note [A worker holds only its own descriptors]
   enter_sandbox(sandbox, parent);
   const int replies = ::fcntl(channel, F_DUPFD_CLOEXEC, 900);
   if (replies < 0) _exit(5);

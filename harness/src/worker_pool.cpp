@@ -425,6 +425,7 @@ class Pool {
     if (::getppid() != parent) _exit(0);
     for (int fd : harness_ends) ::close(fd);
     if (ends.note >= 0) ::close(ends.note);
+    close_inherited_fds({ends.requests, ends.replies, ends.output});  // Note [A worker holds only its own descriptors]
     leave_the_harness(parent);
     become_worker(ends, run_, options_.setup);
   }

@@ -202,6 +202,30 @@ bool kept_by_default(const std::string& name) {
 
 void one_openmp_thread_per_worker() { ::setenv("OMP_NUM_THREADS", "1", /*overwrite=*/0); }
 
+namespace {
+
+// Closes [first, last]; without close_range (Linux < 5.9), one by one up to the descriptor limit.
+void close_fd_range(unsigned first, unsigned last) {
+  if (first > last) return;
+  if (::close_range(first, last, 0) == 0) return;
+  rlimit limit{};
+  const rlim_t most = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY ? limit.rlim_cur : 65536;
+  for (unsigned fd = first; fd <= last && fd < std::min<rlim_t>(most, 1u << 20); ++fd) ::close(static_cast<int>(fd));
+}
+
+}  // namespace
+
+void close_inherited_fds(std::vector<int> keep) {  // Note [A worker holds only its own descriptors]
+  std::sort(keep.begin(), keep.end());
+  unsigned first = 3;
+  for (int fd : keep) {
+    if (fd < static_cast<int>(first)) continue;
+    close_fd_range(first, static_cast<unsigned>(fd) - 1);
+    first = static_cast<unsigned>(fd) + 1;
+  }
+  close_fd_range(first, ~0u);
+}
+
 unsigned enter_sandbox(const SandboxOptions& options, pid_t harness) {
   unsigned layers = 0;
   if (::setpgid(0, 0) == 0 || ::getpgrp() == ::getpid()) layers |= kLayerProcessGroup;

@@ -1,6 +1,8 @@
 // Note [Workers from a zygote] (worker_zygote.h).
 #include "worker_zygote.h"
 
+#include "opconform/harness/worker_sandbox.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -154,6 +156,7 @@ void WorkerZygote::start(const Prepare& prepare, const std::function<void()>& se
     const int socket = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 880);  // out of the way of fds a library uses
     if (socket < 0) _exit(5);
     ::close(sv[1]);
+    close_inherited_fds({socket});  // Note [A worker holds only its own descriptors]
     prepare();
     if (setup) setup();
     if (const int threads = other_threads(); threads != 0) {

@@ -1,6 +1,7 @@
 // The opconform command line, run in-process: the run and check commands with their reports,
 // crash and hang isolation, shards and merge, repro lines, list, doctor, usage errors.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -158,6 +159,26 @@ TEST_F(Cli, AHostileLibraryCannotForgeResultsOrOutliveTheRun) {
     }
   }
   EXPECT_GE(children, 1);
+}
+
+// Note [A worker holds only its own descriptors]: a descriptor opconform inherited (here a file
+// this test opens without O_CLOEXEC, as a shell's redirection would be) is closed in every process
+// that runs the library, so a kernel writing to every fd cannot write into it; with workers
+// forked from the zygote and with workers that load the library themselves.
+TEST_F(Cli, AKernelCannotWriteToADescriptorTheHarnessInherited) {
+  const fs::path file = dir_ / "inherited.log";
+  for (const char* zygote : {"1", "0"}) {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ASSERT_GE(fd, 3);
+    ::setenv("OPCONFORM_ZYGOTE", zygote, 1);
+    const int status = run({"check", "--library", OPCONFORM_HOSTILE_CHANNEL_PLUGIN, "--ops", "hostile::garbage",
+                            "--samples", "1", "--jobs", "1", "--checks", "test_schema"});
+    ::unsetenv("OPCONFORM_ZYGOTE");
+    ::close(fd);
+    EXPECT_EQ(status, 1);  // the garbage on its own channel: a protocol error, as always
+    ASSERT_EQ(report().results.size(), 1u) << "zygote " << zygote;
+    EXPECT_EQ(fs::file_size(file), 0u) << "zygote " << zygote << ": the kernel wrote into the inherited file";
+  }
 }
 
 // Note [A worker that hangs up is waited for]: a worker whose channel ends before its death

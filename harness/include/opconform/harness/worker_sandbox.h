@@ -36,6 +36,17 @@ enum SandboxLayer : unsigned {
 // throws (a child of fork). `harness` is the harness's pid (its group id too).
 unsigned enter_sandbox(const SandboxOptions& options, pid_t harness);
 
+// Note [A worker holds only its own descriptors]: opconform inherits the file descriptors of
+// whatever started it (a shell's redirections, a CI runner's log, a build tool's job-server pipe,
+// /usr/bin/time's output file), and so did every process it forks. A process that runs the
+// library's code (the probe, the zygote, a worker that loads the library itself) closes all of
+// them but stdin, stdout, stderr and `keep` before the library is loaded, with or without the
+// sandbox: a kernel that writes to every descriptor (harness/tests/fixtures/
+// hostile_channel_plugin.c) wrote its forged frames into the output file of the /usr/bin/time
+// that ran the test suite. A worker forked from the zygote keeps what the library opened while
+// it loaded (the zygote closed the rest before). Never throws.
+void close_inherited_fds(std::vector<int> keep);
+
 // What the layers are, in words ("process group, no new privileges, ..."), for the report.
 std::string describe_layers(unsigned layers, const SandboxOptions& options);
 
