@@ -43,8 +43,8 @@ using opconform::detail::concat;
 // same time as the others: it starts when one of them ends or blocks, so its call (microseconds
 // long) overlaps none and is a sequential call with a wake-up added. Measured on the 2-CPU CI
 // machine (the ATen 1.13 check, -j 2, thread_safety only): 4 threads 8.6 s, 2 threads 5.1 s,
-// the same outcomes result by result; a fifth of the whole check's CPU sat idle in vCPU
-// wake-ups with 4. A race a kernel opens by blocking (a slow first initialisation, a sleep) is
+// the same outcomes result by result; with 4, 17.6% of that run's CPU time was idle (threads
+// waiting to be woken; 5.0% in a run of every other check). A race a kernel opens by blocking (a slow first initialisation, a sleep) is
 // still met by the second thread. OPCONFORM_THREAD_SAFETY_THREADS (2 to 64) sets the number.
 constexpr int kMaxThreads = 4;
 
