@@ -48,20 +48,28 @@ using opconform::detail::concat;
 // still met by the second thread. OPCONFORM_THREAD_SAFETY_THREADS (2 to 64) sets the number.
 constexpr int kMaxThreads = 4;
 
-// Read by each process's pool when it is made (a forked worker makes its own).
-int concurrent_threads() {
+// How many threads, and why that many (said in every pass). Read by each process's pool when it
+// is made (a forked worker makes its own).
+struct ThreadCount {
+  int n;
+  const char* why;
+};
+
+ThreadCount concurrent_threads() {
   if (const char* env = std::getenv("OPCONFORM_THREAD_SAFETY_THREADS"); env && *env) {
     char* end = nullptr;
     const long v = std::strtol(env, &end, 10);
     OPCONFORM_CHECK(end && *end == '\0' && v >= 2 && v <= 64, ErrorCode::kInvalidArgument,
                     "OPCONFORM_THREAD_SAFETY_THREADS='", env, "' is not a number of threads from 2 to 64");
-    return static_cast<int>(v);
+    return {static_cast<int>(v), "set by OPCONFORM_THREAD_SAFETY_THREADS"};
   }
   cpu_set_t cpus;
   const int available = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0
                             ? CPU_COUNT(&cpus)
                             : static_cast<int>(std::thread::hardware_concurrency());
-  return std::clamp(available, 2, kMaxThreads);
+  static_assert(kMaxThreads == 4, "the words below name the bound");
+  return {std::clamp(available, 2, kMaxThreads),
+          "as many as this process has CPUs, 2 to 4; OPCONFORM_THREAD_SAFETY_THREADS sets it"};
 }
 
 // t's elements, in logical order, moved `k` places along the flattened tensor (a new
@@ -125,7 +133,7 @@ class Pool {
       explicit Latches(int n) : start(n), done(n - 1) {}
       std::latch start, done;
     };
-    auto latches = std::make_shared<Latches>(threads_);
+    auto latches = std::make_shared<Latches>(count_.n);
     job_ = [latches, &job](int i) {
       latches->start.arrive_and_wait();
       job(i);
@@ -138,11 +146,12 @@ class Pool {
     latches->done.wait();
   }
 
-  int threads() const { return threads_; }
+  int threads() const { return count_.n; }
+  const char* why_this_many() const { return count_.why; }
 
  private:
-  Pool() : pid_(::getpid()), threads_(concurrent_threads()) {
-    for (int i = 1; i < threads_; ++i) std::thread([this, i] { serve(i); }).detach();
+  Pool() : pid_(::getpid()), count_(concurrent_threads()) {
+    for (int i = 1; i < count_.n; ++i) std::thread([this, i] { serve(i); }).detach();
   }
   void serve(int i) {
     // "opc-" threads are opconform's own: a harness worker does not wait for them to end
@@ -162,7 +171,7 @@ class Pool {
   }
 
   pid_t pid_;
-  int threads_;
+  ThreadCount count_;
   std::mutex busy_;
   std::atomic<uint32_t> generation_{0};  // a 32-bit counter: std::atomic::wait is a futex on it
   std::function<void(int)> job_;
@@ -233,8 +242,7 @@ class ThreadSafety final : public Check {
     }
     // Said in every pass: the number depends on the machine (Note [As many threads as can run at once]).
     return make_result(name(), Outcome::passed,
-                       concat(threads, " concurrent calls per sample (as many as this process has CPUs, 2 to ", kMaxThreads,
-                              "; OPCONFORM_THREAD_SAFETY_THREADS sets it)"));
+                       concat(threads, " concurrent calls per sample (", pool.why_this_many(), ")"));
   }
 };
 

@@ -339,13 +339,11 @@ class Pool {
     return std::any_of(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.pid == pid; });
   }
 
-  // In a process forked from the harness (a worker or the zygote), before it runs library code:
-  // the sandbox, and none of the other workers' pipes (a worker holding one would keep another's
-  // channel open past its death).
+  // In a process forked from the harness (a worker or the zygote), before it runs library code,
+  // once it closed what it inherited (close_inherited_fds: the other workers' pipes among them; a
+  // worker holding one would keep another's channel open past its death): the sandbox.
   void leave_the_harness(pid_t parent) {
     enter_sandbox(options_.sandbox, parent);  // Note [The worker sandbox]; the run reports its layers
-    for (auto& other : workers_)
-      if (other.pid > 0) ::close(other.to), ::close(other.from), other.err >= 0 && ::close(other.err);
   }
 
   // Note [Workers from a zygote]: the first spawn starts the zygote and waits for its load;

@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -215,10 +216,13 @@ void close_fd_range(unsigned first, unsigned last) {
 
 }  // namespace
 
-void close_inherited_fds(std::vector<int> keep) {  // Note [A worker holds only its own descriptors]
-  std::sort(keep.begin(), keep.end());
+void close_inherited_fds(std::initializer_list<int> keep) {  // Note [A worker holds only its own descriptors]
+  int sorted[8];
+  const size_t n = std::min(keep.size(), std::size(sorted));
+  std::copy_n(keep.begin(), n, sorted);
+  std::sort(sorted, sorted + n);
   unsigned first = 3;
-  for (int fd : keep) {
+  for (int fd : std::span<const int>(sorted, n)) {
     if (fd < static_cast<int>(first)) continue;
     close_fd_range(first, static_cast<unsigned>(fd) - 1);
     first = static_cast<unsigned>(fd) + 1;

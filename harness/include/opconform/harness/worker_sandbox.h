@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,8 +45,9 @@ unsigned enter_sandbox(const SandboxOptions& options, pid_t harness);
 // sandbox: a kernel that writes to every descriptor (harness/tests/fixtures/
 // hostile_channel_plugin.c) wrote its forged frames into the output file of the /usr/bin/time
 // that ran the test suite. A worker forked from the zygote keeps what the library opened while
-// it loaded (the zygote closed the rest before). Never throws.
-void close_inherited_fds(std::vector<int> keep);
+// it loaded (the zygote closed the rest before). `keep`: at most 8. Never throws, allocates
+// nothing (a child of fork).
+void close_inherited_fds(std::initializer_list<int> keep);
 
 // What the layers are, in words ("process group, no new privileges, ..."), for the report.
 std::string describe_layers(unsigned layers, const SandboxOptions& options);
