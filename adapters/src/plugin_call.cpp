@@ -309,6 +309,15 @@ ErrorCode error_code_of(OpcStatus s) {
   }
 }
 
+// Note [Causes are values] (core/error.h): what the status says, as a reason.
+ErrorReason error_reason_of(OpcStatus s) {
+  switch (s) {
+    case OPC_NOT_IMPLEMENTED: return ErrorReason::kLibraryNotImplemented;
+    case OPC_INVALID_ARGUMENT: return ErrorReason::kInvalidArgument;
+    default: return ErrorReason::kLibraryError;
+  }
+}
+
 bool is_tensor_type(const Type& t) {
   return t.kind() == TypeKind::kTensor || (t.is_optional() && t.elem().kind() == TypeKind::kTensor);
 }
@@ -333,7 +342,7 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
         for (const Tensor& t : *list) any_fake = any_fake || data_less(t);
       if (const auto* list = v.get_if<std::vector<std::optional<Tensor>>>())
         for (const auto& t : *list) any_fake = any_fake || (t && data_less(*t));
-      OPCONFORM_CHECK(!any_fake, ErrorCode::kNotImplemented, where,
+      OPCONFORM_CHECK_BECAUSE(!any_fake, ErrorCode::kNotImplemented, ErrorReason::kNoFakeKernel, where,
                       " was called with fake (data-less) tensors: the operator has no fake kernel; the plugin "
                       "registers one as OPC_KERNEL_FAKE");
     }
@@ -377,7 +386,7 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
   }
   arena.adopt_returns(out);  // released on every path below unless imported
   if (status != OPC_OK) {
-    throw Error(error_code_of(status), where + " returned " + std::string(status_name(status)) +
+    throw Error(error_code_of(status), error_reason_of(status), where + " returned " + std::string(status_name(status)) +
                                            (arena.error.empty() ? std::string(" (no message)") : ": " + arena.error));
   }
   // A write through DLPack bypasses the tensors' version counters: count one for each argument

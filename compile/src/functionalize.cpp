@@ -137,7 +137,7 @@ class Functionalizer {
       // Every view between the written value and its root must be one the write can go back through.
       for (auto it = views_.find(root(w)); it != views_.end(); it = views_.find(it->second.base)) {
         if (scatter_supported(it->second.node->op)) continue;
-        throw Error(ErrorCode::kNotImplemented,
+        throw Error(ErrorCode::kNotImplemented, ErrorReason::kNotFunctionalizable,
                     "functionalize: '" + original.op + "' writes " + value_name(in_, w) + ", a view made by '" +
                         it->second.node->op + "': writing through such a view is not supported (Note [Writing "
                         "through views] in compile/src/functionalize.cpp)");

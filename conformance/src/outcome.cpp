@@ -33,6 +33,20 @@ int severity(Outcome o) {
   return 6;
 }
 
+std::optional<Cause> cause_for_outcome(Outcome outcome, std::string_view check) {
+  const std::string c(check);
+  switch (outcome) {
+    case Outcome::passed: return std::nullopt;
+    case Outcome::failed: return Cause{FindingKind::other, "", c + " failed"};
+    case Outcome::crashed: return Cause{FindingKind::crash, "", "the kernel crashed in " + c};
+    case Outcome::timed_out: return Cause{FindingKind::hang, "", "the kernel hung in " + c};
+    case Outcome::unsupported: return Cause{FindingKind::not_implemented, "", "not implemented (" + c + ")"};
+    case Outcome::skipped: return Cause{FindingKind::not_applicable, "", c + " does not apply"};
+    case Outcome::mistrusted: return Cause{FindingKind::inconclusive, "", c + " proved nothing"};
+  }
+  return std::nullopt;
+}
+
 CheckResult combine(const CheckResult& a, const CheckResult& b) {
   // Ties keep the first: the earliest sample that showed the problem is the one reported.
   CheckResult result = severity(b.outcome) > severity(a.outcome) ? b : a;
@@ -49,10 +63,17 @@ CheckResult operator_threw(std::string check, std::string_view op_name, const st
   // same for a dtype): the library lacks it, which is not a wrong answer.
   if (e != nullptr && e->code() == ErrorCode::kNotImplemented) {
     r.outcome = Outcome::unsupported;
+    // The subject is the reason: a library without fake kernels lacks them for every op.
+    const bool capability = e->reason() == ErrorReason::kNoFakeKernel || e->reason() == ErrorReason::kNoKernel;
+    r.cause = Cause{FindingKind::not_implemented, std::string(to_string(e->reason())),
+                    ::opconform::detail::concat("not implemented: ", describe(e->reason())), capability};
     r.message = ::opconform::detail::concat("'", op_name, "' is not implemented for this sample (", sample, "): ", error.what());
     return r;
   }
   r.outcome = Outcome::failed;
+  r.cause = Cause{FindingKind::threw, std::string(phase),
+                  ::opconform::detail::concat("threw in ", phase, " on a valid sample: ",
+                                              describe(e != nullptr ? e->reason() : ErrorReason::kUnspecified))};
   r.message = ::opconform::detail::concat("'", op_name, "' threw in ", phase, " on a valid sample (", sample,
                              "): the operator is broken on this input. Error: ", error.what());
   r.repro = ::opconform::detail::concat("opcheck(\"", op_name, "\", test_utils={\"", r.check, "\"}) on sample: ", sample);

@@ -90,7 +90,7 @@ std::optional<KernelFunction> automatic_fake_kernel(const FunctionSchema& s, con
 // dispatch table holds now (register_fake's newest, or the automatic one), so a replaced fake
 // kernel needs nothing here; inputs and outputs cross between meta and fake tensors.
 void meta_via_fake_kernel(const OperatorHandle& op, DispatchKeySet keys, Stack& stack) {
-  OPCONFORM_CHECK(op.has_kernel_at(DispatchKey::Fake), ErrorCode::kNotImplemented, "operator '", op.name(),
+  OPCONFORM_CHECK_BECAUSE(op.has_kernel_at(DispatchKey::Fake), ErrorCode::kNotImplemented, ErrorReason::kNoFakeKernel, "operator '", op.name(),
                   "' has no fake kernel; register one with register_fake (a call with meta tensors runs a custom "
                   "op's fake kernel, never its function: meta tensors have no data)");
   KernelFunction fake = op.kernel_for(DispatchKey::Fake);

@@ -22,8 +22,54 @@ std::string_view to_string(ErrorCode code) {
   return "error";
 }
 
-Error::Error(ErrorCode code, std::string message)
-    : std::runtime_error(message), code_(code), message_(std::move(message)) {
+std::string_view to_string(ErrorReason reason) {
+  switch (reason) {
+    case ErrorReason::kUnspecified: return "unspecified";
+    case ErrorReason::kNoKernel: return "no_kernel";
+    case ErrorReason::kDtypeNotImplemented: return "dtype_not_implemented";
+    case ErrorReason::kLibraryNotImplemented: return "library_not_implemented";
+    case ErrorReason::kNoFakeKernel: return "no_fake_kernel";
+    case ErrorReason::kFakeDataAccess: return "fake_data_access";
+    case ErrorReason::kDataDependentOutput: return "data_dependent_output";
+    case ErrorReason::kGuardFailed: return "guard_failed";
+    case ErrorReason::kNotFunctionalizable: return "not_functionalizable";
+    case ErrorReason::kInvalidArgument: return "invalid_argument";
+    case ErrorReason::kLibraryError: return "library_error";
+  }
+  return "unspecified";
+}
+
+std::string_view describe(ErrorReason reason) {
+  switch (reason) {
+    case ErrorReason::kUnspecified: return "an error";
+    case ErrorReason::kNoKernel: return "no kernel for this backend";
+    case ErrorReason::kDtypeNotImplemented: return "a dtype it does not implement";
+    case ErrorReason::kLibraryNotImplemented: return "the library does not implement these arguments";
+    case ErrorReason::kNoFakeKernel: return "no fake kernel";
+    case ErrorReason::kFakeDataAccess: return "a fake kernel read tensor data";
+    case ErrorReason::kDataDependentOutput: return "a data-dependent output";
+    case ErrorReason::kGuardFailed: return "a guard failed";
+    case ErrorReason::kNotFunctionalizable: return "a write functionalization cannot express";
+    case ErrorReason::kInvalidArgument: return "an argument refused as invalid";
+    case ErrorReason::kLibraryError: return "the library's own error";
+  }
+  return "an error";
+}
+
+namespace {
+ErrorReason reason_of_code(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument: return ErrorReason::kInvalidArgument;
+    case ErrorCode::kDataDependentOutput: return ErrorReason::kDataDependentOutput;
+    default: return ErrorReason::kUnspecified;
+  }
+}
+}  // namespace
+
+Error::Error(ErrorCode code, std::string message) : Error(code, reason_of_code(code), std::move(message)) {}
+
+Error::Error(ErrorCode code, ErrorReason reason, std::string message)
+    : std::runtime_error(message), code_(code), reason_(reason), message_(std::move(message)) {
   // Note [Call context without a rethrow] (core/detail/call_context.h): the operators being
   // called, innermost first, each once.
   for (const detail::CallFrame* f = detail::innermost_call; f != nullptr; f = f->outer) {

@@ -72,7 +72,7 @@ void with_fake_mode(F&& fn) {
 
 // The fallback at DispatchKey::Fake (install_fake_fallback).
 void fake_fallback(const OperatorHandle& op, DispatchKeySet, Stack& stack) {
-  OPCONFORM_CHECK(op.has_kernel_at(DispatchKey::Meta), ErrorCode::kNotImplemented, "operator '", op.name(),
+  OPCONFORM_CHECK_BECAUSE(op.has_kernel_at(DispatchKey::Meta), ErrorCode::kNotImplemented, ErrorReason::kNoFakeKernel, "operator '", op.name(),
                   "' has no fake kernel; register one with register_fake");
   with_fake_mode([&](FakeTensorMode& mode) {
     const size_t n = std::min(op.entry().num_arguments, stack.size());
@@ -312,12 +312,12 @@ std::optional<Tensor> detail::make_fake_for_factory(IntArrayRef sizes, IntArrayR
 
 void detail::throw_fake_data_access(const Tensor& t) {
   if (tls_fake_kernel_context != nullptr) {
-    throw Error(ErrorCode::kInvalidArgument,
+    throw Error(ErrorCode::kInvalidArgument, ErrorReason::kFakeDataAccess,
                 concat("fake kernel of '", tls_fake_kernel_context->op_name(),
                        "' accessed tensor data: fake tensors have no data; for outputs whose size depends on "
                        "data use get_ctx().new_dynamic_size()"));
   }
-  throw Error(ErrorCode::kInvalidArgument,
+  throw Error(ErrorCode::kInvalidArgument, ErrorReason::kFakeDataAccess,
               concat("cannot access the data of a fake tensor (size ", shape_string(t.sizes()), ", ", name(t.dtype()),
                      ", on ", t.device().to_string(),
                      "): fake tensors have metadata only; use real tensors, outside FakeTensorMode, to read data"));

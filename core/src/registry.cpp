@@ -92,7 +92,7 @@ KernelFunction missing_kernel(const OperatorEntry* entry, DispatchKey key) {
                                "' backend; it has kernels for: ", describe_kernels(*entry));
     }
     if (!entry->schema) message += detail::concat(" (and no definition: '", entry->name, "' was never defined)");
-    throw Error(ErrorCode::kNotImplemented, message);
+    throw Error(ErrorCode::kNotImplemented, ErrorReason::kNoKernel, message);
   });
 }
 

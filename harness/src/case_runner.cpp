@@ -17,6 +17,26 @@ std::string quoted(const std::string& s) {
   return out + "'";
 }
 
+namespace {
+
+// Note [A crash says its input]: a crash or a hang is reported from the note the worker left
+// before the call (the sample's description), since nothing can be asked of the dead worker. A
+// description gives sizes, dtypes and layouts; the values of small tensors are often what makes
+// a kernel crash (an index out of range, a zero divisor), so they are part of the note.
+std::string small_tensor_values(const conformance::Sample& sample, const FunctionSchema& schema) {
+  constexpr int64_t kMaxElements = 16;
+  std::string out;
+  for (size_t i = 0; i < sample.args.size(); ++i) {
+    const Tensor* t = sample.args[i].get_if<Tensor>();
+    if (t == nullptr || !t->defined() || t->is_fake() || t->numel() > kMaxElements || !t->device().is_cpu()) continue;
+    const std::string name = i < schema.arguments.size() ? schema.arguments[i].name : "arg" + std::to_string(i);
+    out += "; " + name + " = " + t->to_string();
+  }
+  return out.empty() ? out : " (values:" + out.substr(1) + ")";
+}
+
+}  // namespace
+
 std::string repro_line(const std::string& prefix, const reports::CaseResult& r, uint64_t seed) {
   std::string line = prefix + " --ops " + quoted(r.op) + " --checks " + r.check + " --device " + r.device;
   if (!r.dtype.empty()) line += " --dtype " + r.dtype;
@@ -63,7 +83,7 @@ std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedC
       notes.clear();
       for (size_t i = 0; i < samples.size(); ++i)
         notes.push_back("sample " + std::to_string(i + 1) + " of " + std::to_string(samples.size()) + ": " +
-                        conformance::description_of(samples[i], schema));
+                        conformance::description_of(samples[i], schema) + small_tensor_values(samples[i], schema));
     };
     options.on_sample = [&](size_t i) {
       if (i == conformance::OpcheckOptions::kShrinking) {
@@ -81,6 +101,7 @@ std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedC
     cr.message = r.message;
     cr.minimal_input = r.minimal_input;
     cr.reason = r.reason;
+    if (!r.ok() || r.outcome == conformance::Outcome::skipped) cr.recorded_cause = r.cause;
     cr.seconds = seconds.count(check) ? seconds[check] : 0;
     if (!r.ok()) {
       cr.repro = repro_line(ctx.repro_prefix, cr, spec.seed);

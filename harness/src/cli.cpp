@@ -107,7 +107,7 @@ constexpr double kProbeTimeoutS = 60;
 // The flags `run`, `check` and `repro` share.
 struct RunFlags {
   RunRequest request;
-  std::string ops = "*", checks, devices = "cpu", dtypes, shard, fail_on;
+  std::string ops = "*", checks, devices = "cpu", dtypes, shard, fail_on, expect;
   std::optional<uint64_t> seed;
   int jobs = -1;
   std::optional<int64_t> memory_limit_mib;
@@ -187,7 +187,11 @@ struct RunFlags {
     app.add_option("--fail-on", fail_on,
                    "Comma-separated outcomes that make the exit status 1, and 'untested' for cases on which every "
                    "check was skipped, unsupported or mistrusted (default: failed,crashed,timed_out,untested; add unsupported "
-                   "to fail on ops without a backward)");
+                   "to fail on ops without a backward; add 'stale' to fail on --expect entries that matched nothing)");
+    app.add_option("--expect", expect,
+                   "An expectations file (docs/expectations.md): known findings, each with a reason, that do not fail "
+                   "the run; an entry that matches nothing is reported stale, one past its 'until' date fails the run. "
+                   "`opconform report expect report.json` writes one to start from");
   }
 
   // RLIMIT_AS for workers: --memory-limit, else half the machine's memory, except where address
@@ -218,6 +222,10 @@ struct RunFlags {
     r.sandbox.memory_limit = memory_limit(r.plan.devices);
     r.sandbox.enabled = !no_sandbox;
     if (!fail_on.empty()) r.fail_on = reports::parse_fail_policy(fail_on);
+    if (!expect.empty()) {  // read now: a malformed file is a usage error before anything runs
+      r.expectations = reports::read_expectations(expect);
+      r.expectations_file = expect;
+    }
     r.command = join(args);
     if (color != "auto") r.color = color == "always";
     if (r.list_cases) r.write_reports = false;
@@ -453,7 +461,7 @@ int report_diff_command(const std::string& before, const std::string& after, con
   if (!markdown.empty()) reports::write_atomically(markdown, text);
   std::cout << text;
   // Results that vanished (a library that no longer loads, an op dropped) fail it too.
-  return d.regressions.empty() && d.removed_ops.empty() ? 0 : 1;
+  return d.new_findings.empty() && d.regressions.empty() && d.removed_ops.empty() ? 0 : 1;
 }
 
 int report_merge_command(const std::vector<std::string>& inputs, const RunRequest& outputs) {
@@ -586,13 +594,17 @@ int opconform_main(const std::vector<std::string>& args) {
   repro->add_option("line", repro_line, "The repro line, e.g. \"opconform check --library x.so --ops aten::neg ...\"")
       ->required();
 
-  auto* report = app.add_subcommand("report", "Compare or join JSON reports");
+  auto* report = app.add_subcommand("report", "Compare or join JSON reports, or start an expectations file from one");
   report->require_subcommand(1);
   std::string diff_before, diff_after, diff_markdown;
-  auto* diff = report->add_subcommand("diff", "Regressions, fixes and new ops between two JSON reports (exit 1 on a regression)");
+  auto* diff = report->add_subcommand("diff", "New findings (by cause), findings gone, regressions, fixes and new ops between two JSON reports (exit 1 on a new finding or a regression)");
   diff->add_option("before", diff_before, "The older report.json")->required()->check(CLI::ExistingFile);
   diff->add_option("after", diff_after, "The newer report.json")->required()->check(CLI::ExistingFile);
   diff->add_option("--markdown", diff_markdown, "Also write the diff as Markdown to this path");
+  std::string expect_input;
+  auto* expect = report->add_subcommand(
+      "expect", "Print an expectations file (for --expect) with one entry per finding of a JSON report, reasons to fill in");
+  expect->add_option("report", expect_input, "The report.json")->required()->check(CLI::ExistingFile);
   std::vector<std::string> merge_inputs;
   RunRequest merge_outputs;
   auto* merge = report->add_subcommand("merge", "Join shard reports into one (all four formats)");
@@ -646,6 +658,13 @@ int opconform_main(const std::vector<std::string>& args) {
     if (*doctor) return doctor_command(doctor_library, doctor_options);
     if (*repro) {
       std::vector<std::string> line = split_command_line(repro_line_as_printed(repro_line));
+      // Variables the line sets first (OPCONFORM_THREAD_SAFETY_THREADS=4 opconform check ...) hold for the replay.
+      while (!line.empty() && line[0].find('=') != std::string::npos && line[0].find('=') > 0 &&
+             line[0].rfind("--", 0) != 0) {
+        const size_t eq = line[0].find('=');
+        ::setenv(line[0].substr(0, eq).c_str(), line[0].substr(eq + 1).c_str(), 1);
+        line.erase(line.begin());
+      }
       if (!line.empty() && line[0] == "opconform") line.erase(line.begin());
       if (line.empty() || (line[0] != "run" && line[0] != "check")) {
         std::cerr << "opconform repro: the line must be an 'opconform run' or 'opconform check' command\n";
@@ -663,6 +682,10 @@ int opconform_main(const std::vector<std::string>& args) {
       return opconform_main(line);
     }
     if (*diff) return report_diff_command(diff_before, diff_after, diff_markdown);
+    if (*expect) {
+      std::cout << reports::expectations_for(read_report(expect_input));
+      return 0;
+    }
     if (*merge) return report_merge_command(merge_inputs, merge_outputs);
   } catch (const std::exception& e) {
     std::cerr << "opconform: " << reports::console_text(e.what(), false) << "\n";

@@ -221,6 +221,15 @@ ProbedLibrary probe_requested_library(const RunRequest& request, const Registry&
       }
     }
   }
+  // Every flag that changes a verdict (issue: a hang replayed without --timeout waited 60 s).
+  if (request.timeout_s != RunRequest{}.timeout_s) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", request.timeout_s);
+    out.repro_prefix += std::string(" --timeout ") + seconds;
+  }
+  // thread_safety's thread count (Note [As many threads as can run at once]) decides what it can meet.
+  if (const char* threads = std::getenv("OPCONFORM_THREAD_SAFETY_THREADS"); threads != nullptr && *threads != '\0')
+    out.repro_prefix = "OPCONFORM_THREAD_SAFETY_THREADS=" + quoted(threads) + " " + out.repro_prefix;
   if (request.plan.samples != 50) out.repro_prefix += " --samples " + std::to_string(request.plan.samples);
   // The samples depend on the tier: a repro line must ask for the same one.
   if (request.plan.large_percent) out.repro_prefix += " --large-percent " + std::to_string(*request.plan.large_percent);
@@ -359,6 +368,10 @@ RunOutcome run_conformance(const RunRequest& request) {
   for (auto& results : by_case)
     for (auto& r : results) report.results.push_back(std::move(r));
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!request.expectations_file.empty()) {
+    report.info.expectations_file = request.expectations_file;
+    reports::apply_expectations(report, request.expectations, reports::today_utc());
+  }
   listeners.on_run_end(report);
   if (report_files) write_reports(*report_files, report);
   return outcome;

@@ -486,7 +486,8 @@ class Pool {
 
   // The worker is gone (it died, or we killed it): the check it was running gets `outcome`; a
   // fresh worker continues with the next check of the case.
-  void lost(Worker& w, conformance::Outcome outcome, std::string reason) {
+  // `cause` says what ended it (Note [One finding per cause]): its subject is the signal, never the sample.
+  void lost(Worker& w, conformance::Outcome outcome, std::string reason, conformance::Cause cause) {
     auto& results = results_[w.case_index];
     const PlannedCase& c = cases_[w.case_index];
     const size_t check = check_lost_with(w);
@@ -510,6 +511,7 @@ class Pool {
     r.op = c.op, r.check = c.checks[check], r.device = c.device, r.dtype = c.dtype;
     r.outcome = outcome;
     r.message = std::move(reason);
+    r.recorded_cause = std::move(cause);
     // The sample it was on (note_running): the result's input, as far as the worker said.
     if (!w.last_note.empty()) {
       r.message += "; it was on " + w.last_note;
@@ -554,7 +556,12 @@ class Pool {
                                                         std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
                                                         " (a kernel called exit?)";
     if (run_again_in_a_new_worker(w, death)) return;
-    lost(w, conformance::Outcome::crashed, "the worker process running this check " + death);
+    const char* abbrev = WIFSIGNALED(status) ? sigabbrev_np(WTERMSIG(status)) : nullptr;
+    const std::string how = WIFSIGNALED(status) ? (abbrev ? "SIG" + std::string(abbrev) : "signal") : "exit";
+    const std::string& check = cases_[w.case_index].checks[std::min(check_lost_with(w), cases_[w.case_index].checks.size() - 1)];
+    lost(w, conformance::Outcome::crashed, "the worker process running this check " + death,
+         {conformance::FindingKind::crash, how,
+          WIFSIGNALED(status) ? "the kernel crashed (" + how + ") in " + check : "the kernel ended the process in " + check});
   }
 
   // Note [A death outside any check]: a worker that has run checks and dies before any sample of
@@ -599,6 +606,8 @@ class Pool {
       skipped.op = c.op, skipped.check = c.checks[k], skipped.device = c.device, skipped.dtype = c.dtype;
       skipped.outcome = conformance::Outcome::skipped;
       skipped.message = reason;
+      skipped.recorded_cause = conformance::Cause{conformance::FindingKind::not_applicable, "after a hang",
+                                                  "not run: an earlier check of the case hung"};
       results_[case_index][k] = skipped;
     }
     complete(case_index);
@@ -698,7 +707,8 @@ class Pool {
   void protocol_error(Worker& w, const std::string& what) {
     reap(w, true);
     lost(w, conformance::Outcome::crashed,
-         "protocol error: the worker sent " + what + "; the worker was replaced (does a kernel write to fds it does not own?)");
+         "protocol error: the worker sent " + what + "; the worker was replaced (does a kernel write to fds it does not own?)",
+         {conformance::FindingKind::crash, "protocol", "the worker broke the result protocol (a kernel wrote to its channel?)"});
   }
 
   void wait_for_events() {
@@ -755,7 +765,8 @@ class Pool {
       std::snprintf(seconds, sizeof seconds, "%g", options_.timeout_s);
       lost(w, conformance::Outcome::timed_out,
            std::string("no result within the time-out of ") + seconds +
-               " s: the check was stopped (a kernel that never returns?)");
+               " s: the check was stopped (a kernel that never returns?)",
+           {conformance::FindingKind::hang, "", "the kernel hung past the time-out"});
     }
   }
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "opconform/reports/detail/text.h"
+#include "opconform/reports/findings.h"
 
 namespace opconform::reports {
 namespace {
@@ -272,6 +273,44 @@ void ConsoleListener::print_inference_only(const Report& report) {
                list.c_str(), options_.fail_on.fails_on(Outcome::unsupported) ? "" : "; --fail-on unsupported fails on them");
 }
 
+// Note [One finding per cause]: the findings, most results first, each with what it covers; then
+// the expectations that are stale or expired.
+void ConsoleListener::print_findings(const Report& report) {
+  const auto found = findings(report);
+  if (found.empty()) return;
+  size_t results = 0;
+  for (const Finding& f : found) results += f.results.size();
+  std::fprintf(out_, "%s\n",
+               paint(std::to_string(found.size()) + (found.size() == 1 ? " finding" : " findings") + " (" +
+                         std::to_string(results) + " results; one per cause, most results first):",
+                     kRed, options_.color)
+                   .c_str());
+  constexpr size_t kShown = 25;
+  for (size_t k = 0; k < found.size() && k < kShown; ++k) {
+    const Finding& f = found[k];
+    std::string line = "  " + std::to_string(f.results.size()) + " x " + label(f.outcome) + " " +
+                       detail::one_line_text(f.cause.title) + "  [" + detail::one_line_text(f.key) + "]";
+    if (f.expected == f.results.size()) line += " (expected)";
+    else if (f.expected > 0) line += " (" + std::to_string(f.expected) + " expected)";
+    std::fprintf(out_, "%s\n", line.c_str());
+    std::fprintf(out_, "      %s; %s; %s\n", detail::one_line_text(compact_list(f.ops, 3)).c_str(),
+                 detail::one_line_text(compact_list(f.dtypes, 6)).c_str(),
+                 detail::one_line_text(compact_list(f.devices)).c_str());
+  }
+  if (found.size() > kShown) std::fprintf(out_, "  ... and %zu more (report.md lists them all)\n", found.size() - kShown);
+  for (const ExpectationEntry& e : report.expectations) {
+    if (e.status == ExpectationEntry::Status::active) continue;
+    const bool expired = e.status == ExpectationEntry::Status::expired;
+    std::fprintf(out_, "%s %s:%d (%s): %s\n",
+                 paint(expired ? "EXPIRED" : "STALE", expired || options_.fail_on.stale ? kRed : color_of(Outcome::skipped),
+                       options_.color)
+                     .c_str(),
+                 detail::one_line_text(report.info.expectations_file).c_str(), e.line,
+                 detail::one_line_text(e.selector).c_str(),
+                 expired ? ("past its date " + e.until).c_str() : "matched no result");
+  }
+}
+
 void ConsoleListener::on_run_end(const Report& report) {
   // The last progress line stays, with the run's final rate.
   if (drawn_width_ > 0) std::fputs("\n", out_);
@@ -286,6 +325,7 @@ void ConsoleListener::on_run_end(const Report& report) {
                counts.c_str());
   print_untested(report);
   if (!options_.quiet) print_inference_only(report);
+  print_findings(report);
   if (report.info.interrupted) std::fprintf(out_, "INTERRUPTED: the run was stopped before every case ran; this report is partial\n");
   const bool failed = report.info.interrupted || fails(report, options_.fail_on);
   std::fprintf(out_, "%s\n",

@@ -10,6 +10,7 @@
 #include "opconform/core/error.h"
 #include "opconform/reports/detail/markdown.h"
 #include "opconform/reports/detail/text.h"
+#include "opconform/reports/findings.h"
 
 namespace opconform::reports {
 namespace {
@@ -77,7 +78,7 @@ std::string plural(size_t n, const char* one, const char* many) {
 }  // namespace
 
 bool ReportDiff::empty() const {
-  return regressions.empty() && fixes.empty() && changed.empty() && new_ops.empty() && removed_ops.empty();
+  return new_findings.empty() && gone_findings.empty() && regressions.empty() && fixes.empty() && changed.empty() && new_ops.empty() && removed_ops.empty();
 }
 
 ReportDiff diff(const Report& before, const Report& after) {
@@ -96,6 +97,18 @@ ReportDiff diff(const Report& before, const Report& after) {
       d.changed.emplace_back(was, *now);
     }
   }
+  // By cause: a finding is new when no finding of `before` has its key.
+  const auto old_findings = findings(before), now_findings = findings(after);
+  const auto only_in = [](const std::vector<Finding>& list, const std::vector<Finding>& other) {
+    std::set<std::string> keys;
+    for (const Finding& f : other) keys.insert(f.key);
+    std::vector<std::string> out;
+    for (const Finding& f : list)
+      if (!keys.count(f.key)) out.push_back(f.key + ": " + f.cause.title + " (" + plural(f.results.size(), "result", "results") + ")");
+    return out;
+  };
+  d.new_findings = only_in(now_findings, old_findings);
+  d.gone_findings = only_in(old_findings, now_findings);
   const auto old_ops = ops_of(before), new_ops = ops_of(after);
   std::set_difference(new_ops.begin(), new_ops.end(), old_ops.begin(), old_ops.end(), std::back_inserter(d.new_ops));
   std::set_difference(old_ops.begin(), old_ops.end(), new_ops.begin(), new_ops.end(), std::back_inserter(d.removed_ops));
@@ -109,9 +122,13 @@ std::string format_diff(const ReportDiff& d) {
     out << "No differences.\n";
     return out.str();
   }
-  out << plural(d.regressions.size(), "regression", "regressions") << ", " << plural(d.fixes.size(), "fix", "fixes")
+  out << plural(d.new_findings.size(), "new finding", "new findings") << ", "
+      << plural(d.gone_findings.size(), "finding gone", "findings gone") << ", "
+      << plural(d.regressions.size(), "regression", "regressions") << ", " << plural(d.fixes.size(), "fix", "fixes")
       << ", " << d.changed.size() << " changed, " << plural(d.new_ops.size(), "new op", "new ops") << ", "
       << plural(d.removed_ops.size(), "removed op", "removed ops") << ".\n\n";
+  write_ops(out, "New findings", d.new_findings);
+  write_ops(out, "Findings gone", d.gone_findings);
   write_table(out, "Regressions", d.regressions, true);
   write_table(out, "Fixes", d.fixes, false);
   write_table(out, "Changed", d.changed, true);
@@ -141,6 +158,17 @@ Report merge(const std::vector<Report>& shards) {
                     shard_name(shards, 0), " with ", to_string(merged.info.fail_on),
                     ": shards of one run share one --fail-on");
     merged.seconds = std::max(merged.seconds, shard.seconds);
+    merged.info.interrupted = merged.info.interrupted || shard.info.interrupted;
+    for (const ExpectationEntry& e : shard.expectations) {
+      auto at = std::find_if(merged.expectations.begin(), merged.expectations.end(),
+                             [&](const ExpectationEntry& m) { return m.line == e.line; });
+      if (at == merged.expectations.end()) {
+        merged.expectations.push_back(e);
+      } else {
+        at->matched += e.matched;
+        if (at->status == ExpectationEntry::Status::stale && at->matched > 0) at->status = ExpectationEntry::Status::active;
+      }
+    }
     for (const CaseResult& r : shard.results) {
       auto [it, inserted] = seen.try_emplace(key_of(r), s);
       OPCONFORM_CHECK(inserted, ErrorCode::kInvalidArgument, "merge: result '", r.key(), "' is in both ",

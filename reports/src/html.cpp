@@ -9,6 +9,7 @@
 
 #include "opconform/reports/detail/summary.h"
 #include "opconform/reports/detail/text.h"
+#include "opconform/reports/findings.h"
 #include "opconform/reports/writers.h"
 
 namespace opconform::reports {
@@ -101,7 +102,7 @@ constexpr const char* kScript = R"js(
   const results = JSON.parse(document.getElementById('report-data').textContent).results;
   const indices = (node) => (node.dataset.results || '').split(' ').filter((s) => s !== '').map(Number);
   const groupOf = {};  // result index -> the id of its failure card
-  document.querySelectorAll('#failures article').forEach((card) => {
+  document.querySelectorAll('#failures article, #gaps article').forEach((card) => {
     indices(card).forEach((i) => { groupOf[i] = card.id; });
   });
 
@@ -215,7 +216,8 @@ std::string verdict_section(const Report& report) {
   const auto untested = untested_cases(report);
   const bool failed = fails(report);
   std::string out = "<section id=\"verdict\">\n<p class=\"verdict " + std::string(failed ? "fail" : "pass") +
-                    "\">Verdict: " + (failed ? "FAIL" : "PASS") + " &mdash; " + std::to_string(untested.size()) +
+                    "\">Verdict: " + (failed ? "FAIL" : "PASS") + (report.info.interrupted ? " (partial)" : "") +
+                    " &mdash; " + std::to_string(findings(report).size()) + " findings, " + std::to_string(untested.size()) +
                     " untested case" + (untested.size() == 1 ? "" : "s") + "; fails on <code>" +
                     html(to_string(report.info.fail_on)) + "</code></p>\n";
   if (!untested.empty()) {
@@ -316,57 +318,100 @@ std::string matrix_section(const Report& report, const std::vector<std::string>&
   return out + "</tbody>\n</table></div>\n</section>\n";
 }
 
-// One card per group of identical failures (Note [Grouped failures] in detail/summary.h).
-std::string failures_section(const Report& report, const std::vector<detail::FailureGroup>& groups) {
-  size_t count = 0;
-  for (const auto& g : groups) count += g.members.size();
-  std::string out = "<section>\n<h2 id=\"failures-title\">Not passing (<span id=\"failures-count\">" +
-                    std::to_string(count) + "</span>)</h2>\n<div id=\"failures\">\n";
-  if (groups.empty()) out += "<p class=\"none\">Nothing here: every result passed or was skipped.</p>\n";
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const auto& members = groups[g].members;
-    const CaseResult& lead = report.results[members.front()];
-    const std::string outcome(conformance::to_string(lead.outcome));
-    out += "<article class=\"failure o-" + outcome + "\" id=\"group-" + std::to_string(g) + "\"" + data_results(members) +
-           ">\n<h3><span class=\"badge o-" + outcome + "\">" + outcome + "</span><code>" + html(lead.op) + "</code> " +
-           html(lead.check) + (members.size() > 1 ? " <span class=\"count\">on " + std::to_string(members.size()) + " cases</span>" : "") +
-           "</h3>\n";
-    if (!lead.message.empty()) out += "<pre class=\"message\">" + html(lead.message) + "</pre>\n";
-    out += "<ul class=\"cases\">\n";
-    for (size_t i : members) {
-      const CaseResult& r = report.results[i];
-      out += "<li id=\"result-" + std::to_string(i) + "\"" + data_results({i}) + "><span class=\"where\">" +
-             html(r.device.empty() && r.dtype.empty() ? std::string("(no device or dtype)")
-                                                      : "[" + r.device + (r.dtype.empty() ? "" : ", " + r.dtype) + "]") +
-             "</span>";
-      if (r.minimal_input) out += "<div class=\"label\">Minimal input</div><pre class=\"minimal\">" + html(*r.minimal_input) + "</pre>";
-      if (!r.repro.empty()) out += "<div class=\"label\">Repro</div><div class=\"repro\"><code>" + html(r.repro) + "</code></div>";
-      out += "</li>\n";
-    }
-    out += "</ul>\n</article>\n";
+// One card per finding (Note [One finding per cause] in conformance/cause.h): its title, what it
+// covers (kind, check, ops, dtypes, devices), the lead result's message, minimal input and repro;
+// every result folded below, each with its own repro line.
+std::string finding_card(const Report& report, const Finding& f, const std::string& id) {
+  const CaseResult& lead = report.results[f.lead];
+  const std::string outcome(conformance::to_string(f.outcome));
+  std::string out = "<article class=\"failure o-" + outcome + "\" id=\"" + id + "\"" + data_results(f.results) +
+                    ">\n<h3><span class=\"badge o-" + outcome + "\">" + outcome + "</span>" + html(f.cause.title) +
+                    " <span class=\"count\">" + std::to_string(f.results.size()) +
+                    (f.results.size() == 1 ? " result" : " results") +
+                    (f.expected == 0 ? std::string() : ", " + std::to_string(f.expected) + " expected") + "</span></h3>\n";
+  out += "<p class=\"covers\"><code>" + html(f.key) + "</code><br>" +
+         html(std::string(conformance::to_string(f.cause.kind))) + " &middot; " + html(f.check) + " &middot; ops: " +
+         html(compact_list(f.ops)) + " &middot; dtypes: " + html(compact_list(f.dtypes, 12)) + " &middot; devices: " +
+         html(compact_list(f.devices)) + "</p>\n";
+  if (!lead.expected.empty()) out += "<p class=\"expected\">Expected: " + html(lead.expected) + "</p>\n";
+  if (!lead.message.empty()) out += "<pre class=\"message\">" + html(lead.message) + "</pre>\n";
+  if (lead.minimal_input) out += "<div class=\"label\">Minimal input</div><pre class=\"minimal\">" + html(*lead.minimal_input) + "</pre>";
+  if (!lead.repro.empty()) out += "<div class=\"label\">Repro</div><div class=\"repro\"><code>" + html(lead.repro) + "</code></div>\n";
+  out += std::string(f.results.size() > 1 ? "<details><summary>All " + std::to_string(f.results.size()) + " results</summary>" : "<details hidden>") +
+         "\n<ul class=\"cases\">\n";
+  for (size_t i : f.results) {
+    const CaseResult& r = report.results[i];
+    out += "<li id=\"result-" + std::to_string(i) + "\"" + data_results({i}) + "><span class=\"where\"><code>" + html(r.op) +
+           "</code> " +
+           html(r.device.empty() && r.dtype.empty() ? std::string("(no device or dtype)")
+                                                    : "[" + r.device + (r.dtype.empty() ? "" : ", " + r.dtype) + "]") +
+           "</span>";
+    if (!r.repro.empty()) out += "<div class=\"repro\"><code>" + html(r.repro) + "</code></div>";
+    out += "</li>\n";
   }
+  return out + "</ul>\n</details>\n</article>\n";
+}
+
+std::string failures_section(const Report& report, const std::vector<Finding>& found) {
+  size_t count = 0;
+  for (const auto& f : found) count += f.results.size();
+  std::string out = "<section>\n<h2 id=\"failures-title\">Findings: " + std::to_string(found.size()) +
+                    " causes (<span id=\"failures-count\">" + std::to_string(count) +
+                    "</span> results)</h2>\n<div id=\"failures\">\n";
+  if (found.empty()) out += "<p class=\"none\">Nothing here: no result failed, crashed, timed out or was mistrusted.</p>\n";
+  for (size_t k = 0; k < found.size(); ++k) out += finding_card(report, found[k], "finding-" + std::to_string(k));
   return out + "</div>\n</section>\n";
+}
+
+// Unsupported results by cause, apart from the failures, folded.
+std::string gaps_section(const Report& report, const std::vector<Finding>& list) {
+  if (list.empty()) return "";
+  std::string out = "<section>\n<details id=\"gaps\"><summary><h2>Not implemented: " + std::to_string(list.size()) +
+                    " causes (" + std::to_string(report.count(Outcome::unsupported)) + " unsupported results)</h2></summary>\n";
+  for (size_t k = 0; k < list.size(); ++k) out += finding_card(report, list[k], "gap-" + std::to_string(k));
+  return out + "</details>\n</section>\n";
+}
+
+std::string expectations_section(const Report& report) {
+  if (report.expectations.empty()) return "";
+  std::string out = "<section>\n<h2>Expectations (<code>" + html(report.info.expectations_file) +
+                    "</code>)</h2>\n<table class=\"untested\">\n<tr><th>line</th><th>covers</th><th>outcome</th>"
+                    "<th>results</th><th>status</th><th>until</th><th>reason</th></tr>\n";
+  for (const auto& e : report.expectations)
+    out += "<tr><td>" + std::to_string(e.line) + "</td><td><code>" + html(e.selector) + "</code></td><td>" +
+           html(e.outcome) + "</td><td>" + std::to_string(e.matched) + "</td><td>" + html(std::string(to_string(e.status))) +
+           "</td><td>" + html(e.until) + "</td><td>" + html(e.reason) + "</td></tr>\n";
+  return out + "</table>\n</section>\n";
 }
 
 }  // namespace
 
 std::string to_html(const Report& report) {
   const std::string library = html(report.info.library.empty() ? "(unnamed library)" : report.info.library);
-  const auto groups = detail::failure_groups(report);
+  const auto found = findings(report);
+  const auto missing = gaps(report);
   std::vector<std::string> group_of(report.results.size());  // result index -> its card's id
-  for (size_t g = 0; g < groups.size(); ++g)
-    for (size_t i : groups[g].members) group_of[i] = "group-" + std::to_string(g);
+  for (size_t k = 0; k < found.size(); ++k)
+    for (size_t i : found[k].results) group_of[i] = "finding-" + std::to_string(k);
+  for (size_t k = 0; k < missing.size(); ++k)
+    for (size_t i : missing[k].results) group_of[i] = "gap-" + std::to_string(k);
   std::string page;
   page += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   page += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   page += "<title>opconform report: " + library + "</title>\n";
   page += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n";
-  page += "<header>\n<h1>opconform report: <code>" + library + "</code></h1>\n";
+  page += "<header>\n<h1>opconform report: <code>" + library + "</code>" +
+          (report.info.interrupted ? " (partial)" : "") + "</h1>\n";
+  if (report.info.interrupted)
+    page += "<p class=\"verdict fail\" id=\"partial\">Partial report: the run was stopped before every case ran; it "
+            "holds the cases that finished.</p>\n";
   page += summary_section(report);
   page += verdict_section(report);
   page += controls_section(report);
   page += matrix_section(report, group_of);
-  page += failures_section(report, groups);
+  page += failures_section(report, found);
+  page += gaps_section(report, missing);
+  page += expectations_section(report);
   page += "<script type=\"application/json\" id=\"report-data\">\n" + script_safe(to_json(report)) + "</script>\n";
   page += "<script>" + std::string(kScript) + "</script>\n</body>\n</html>\n";
   return page;

@@ -7,6 +7,7 @@
 
 #include "opconform/core/error.h"
 #include "opconform/reports/detail/text.h"
+#include "opconform/reports/findings.h"
 #include "opconform/reports/writers.h"
 
 namespace opconform::reports {
@@ -101,6 +102,7 @@ RunInfo read_info(const Json& j, const std::string& path) {
     if (!j.at("interrupted").is_boolean()) fail(join(path, "interrupted"), "expected true or false");
     info.interrupted = j.at("interrupted").get<bool>();
   }
+  if (j.contains("expectations_file")) info.expectations_file = string_field(j, "expectations_file", path);
   return info;
 }
 
@@ -127,7 +129,76 @@ CaseResult read_result(const Json& j, const std::string& path) {
   }
   r.seconds = number_field(j, "seconds", path);
   if (j.contains("reason")) r.reason = string_field(j, "reason", path);
+  // Schema 3: the cause (null for a pass) and the expectation that covers the result.
+  if (j.contains("cause") && !j.at("cause").is_null()) {
+    const Json& c = object_field(j, "cause", path);
+    const std::string cpath = join(path, "cause");
+    conformance::Cause cause;
+    const std::string kind = string_field(c, "kind", cpath);
+    const auto parsed = conformance::parse_finding_kind(kind);
+    if (!parsed) fail(join(cpath, "kind"), "unknown finding kind '" + kind + "'");
+    cause.kind = *parsed;
+    cause.subject = string_field(c, "subject", cpath);
+    cause.title = string_field(c, "title", cpath);
+    if (c.contains("library_wide")) {
+      if (!c.at("library_wide").is_boolean()) fail(join(cpath, "library_wide"), "expected true or false");
+      cause.library_wide = c.at("library_wide").get<bool>();
+    }
+    r.recorded_cause = std::move(cause);
+  }
+  if (j.contains("expected")) r.expected = string_field(j, "expected", path);
   return r;
+}
+
+OrderedJson cause_object(const CaseResult& r) {
+  if (!r.recorded_cause) return nullptr;
+  const conformance::Cause& c = *r.recorded_cause;
+  return {{"key", r.cause_key()},
+          {"kind", conformance::to_string(c.kind)},
+          {"subject", c.subject},
+          {"title", c.title},
+          {"library_wide", c.library_wide}};
+}
+
+OrderedJson finding_object(const Report& report, const Finding& f) {
+  const CaseResult& lead = report.results[f.lead];
+  return {{"key", f.key},
+          {"title", f.cause.title},
+          {"check", f.check},
+          {"kind", conformance::to_string(f.cause.kind)},
+          {"subject", f.cause.subject},
+          {"outcome", conformance::to_string(f.outcome)},
+          {"ops", f.ops},
+          {"dtypes", f.dtypes},
+          {"devices", f.devices},
+          {"results", f.results.size()},
+          {"expected", f.expected},
+          {"minimal_input", lead.minimal_input ? OrderedJson(*lead.minimal_input) : OrderedJson(nullptr)},
+          {"repro", lead.repro},
+          {"message", lead.message}};
+}
+
+std::vector<ExpectationEntry> read_expectation_entries(const Json& list) {
+  if (!list.is_array()) fail("expectations", "expected an array, got " + type_name(list));
+  std::vector<ExpectationEntry> out;
+  for (size_t k = 0; k < list.size(); ++k) {
+    const std::string path = "expectations[" + std::to_string(k) + "]";
+    if (!list[k].is_object()) fail(path, "expected an object, got " + type_name(list[k]));
+    ExpectationEntry e;
+    e.line = static_cast<int>(unsigned_field(list[k], "line", path, std::numeric_limits<int>::max()));
+    e.selector = string_field(list[k], "selector", path);
+    e.outcome = string_field(list[k], "outcome", path);
+    e.reason = string_field(list[k], "reason", path);
+    e.until = string_field(list[k], "until", path);
+    e.matched = unsigned_field(list[k], "matched", path, std::numeric_limits<uint64_t>::max());
+    const std::string status = string_field(list[k], "status", path);
+    if (status == "active") e.status = ExpectationEntry::Status::active;
+    else if (status == "stale") e.status = ExpectationEntry::Status::stale;
+    else if (status == "expired") e.status = ExpectationEntry::Status::expired;
+    else fail(path + ".status", "unknown status '" + status + "' (known: active, stale, expired)");
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 OrderedJson result_object(const CaseResult& r) {
@@ -140,7 +211,9 @@ OrderedJson result_object(const CaseResult& r) {
           {"repro", r.repro},
           {"minimal_input", r.minimal_input ? OrderedJson(*r.minimal_input) : OrderedJson(nullptr)},
           {"seconds", finite_or_zero(r.seconds)},
-          {"reason", r.reason}};
+          {"reason", r.reason},
+          {"cause", cause_object(r)},
+          {"expected", r.expected}};
 }
 
 }  // namespace
@@ -165,7 +238,8 @@ std::string to_json(const Report& report) {
                       {"against", i.against},           {"command", i.command}, {"started_at", i.started_at},
                       {"seed", i.seed},                 {"samples", i.samples}, {"shard", i.shard},
                       {"fail_on", to_string(i.fail_on)}, {"sandbox", i.sandbox},
-                      {"interrupted", i.interrupted}};
+                      {"interrupted", i.interrupted},
+                      {"expectations_file", i.expectations_file}};
   if (!i.library_options.empty()) info["library_options"] = i.library_options;
   if (!i.shard_source.empty()) info["shard_source"] = i.shard_source;  // older readers never see it unsharded
   OrderedJson summary = OrderedJson::object();
@@ -177,11 +251,27 @@ std::string to_json(const Report& report) {
     untested_list.push_back({{"op", c.op}, {"device", c.device}, {"dtype", c.dtype}, {"reasons", c.reasons}});
   OrderedJson results = OrderedJson::array();
   for (const CaseResult& r : report.results) results.push_back(result_object(r));
+  // Note [One finding per cause]: derived from the results (a reader recomputes them).
+  const auto found = findings(report);
+  OrderedJson finding_list = OrderedJson::array(), gap_list = OrderedJson::array();
+  for (const Finding& f : found) finding_list.push_back(finding_object(report, f));
+  for (const Finding& f : gaps(report)) gap_list.push_back(finding_object(report, f));
+  summary["findings"] = found.size();
+  OrderedJson expectation_list = OrderedJson::array();
+  for (const ExpectationEntry& e : report.expectations)
+    expectation_list.push_back({{"line", e.line}, {"selector", e.selector}, {"outcome", e.outcome},
+                                {"reason", e.reason}, {"until", e.until}, {"matched", e.matched},
+                                {"status", to_string(e.status)}});
+  summary["verdict"] = fails(report) ? "FAIL" : "PASS";
+  summary["partial"] = i.interrupted;
   OrderedJson doc = {{"schema_version", Report::kSchemaVersion},
                      {"info", std::move(info)},
                      {"seconds", finite_or_zero(report.seconds)},
                      {"summary", std::move(summary)},
                      {"untested", std::move(untested_list)},
+                     {"findings", std::move(finding_list)},
+                     {"gaps", std::move(gap_list)},
+                     {"expectations", std::move(expectation_list)},
                      {"results", std::move(results)}};
   // Invalid UTF-8 (a kernel's message may hold any bytes) becomes U+FFFD rather than an exception.
   return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -214,6 +304,7 @@ Report report_from_json(std::string_view text) {
   for (size_t k = 0; k < results.size(); ++k) {
     report.results.push_back(read_result(results[k], "results[" + std::to_string(k) + "]"));
   }
+  if (doc.contains("expectations")) report.expectations = read_expectation_entries(doc.at("expectations"));
   // The summary is derived from the results; one that disagrees means the file was edited or
   // cut, and the results cannot be trusted to be complete.
   const Json& summary = object_field(doc, "summary", "");

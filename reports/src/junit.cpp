@@ -83,12 +83,31 @@ struct Counts {
 };
 
 Entry entry_of(const CaseResult& r, const FailPolicy& policy) {
-  // The body of a <failure> or <error>: the whole message, then what replays it.
-  std::string body = r.message;
+  // The body of a <failure> or <error>: the cause, the whole message, then what replays it. The
+  // message attribute starts with the cause key, so that CI can group by it (Note [One finding
+  // per cause] in conformance/cause.h).
+  const std::string key = r.cause_key();
+  std::string body = key.empty() ? r.message : "cause: " + key + "\n" + r.message;
   if (r.minimal_input) body += "\nminimal input: " + *r.minimal_input;
   if (!r.repro.empty()) body += "\nrepro: " + r.repro;
-  return {case_name(r), r.op, std::string(conformance::to_string(r.outcome)), std::string(detail::first_line(r.message)),
-          body, kind_of(r.outcome, policy), r.seconds};
+  std::string summary = (key.empty() ? "" : "[" + key + "] ") + std::string(detail::first_line(r.message));
+  // An expected result does not fail the run (expectations.h): skipped, saying why.
+  if (!r.expected.empty()) {
+    return {case_name(r), r.op, "expected " + std::string(conformance::to_string(r.outcome)),
+            summary + " (expected: " + r.expected + ")", body,
+            kind_of(r.outcome, policy) == Kind::pass ? Kind::pass : Kind::skipped, r.seconds};
+  }
+  return {case_name(r), r.op, std::string(conformance::to_string(r.outcome)), summary, body, kind_of(r.outcome, policy),
+          r.seconds};
+}
+
+// A stale entry (fails with --fail-on stale) or an expired one (always fails).
+Entry entry_of(const ExpectationEntry& e, const std::string& file, const FailPolicy& policy) {
+  const bool expired = e.status == ExpectationEntry::Status::expired;
+  const std::string what = expired ? "is past its date " + e.until : "matched no result";
+  return {"expectation[line " + std::to_string(e.line) + "]", "opconform.expectations", std::string(to_string(e.status)),
+          file + ":" + std::to_string(e.line) + " (" + e.selector + ") " + what,
+          "reason: " + e.reason, expired || policy.stale ? Kind::failure : Kind::skipped, 0};
 }
 
 Entry entry_of(const UntestedCase& c, const FailPolicy& policy) {
@@ -157,6 +176,9 @@ std::string to_junit(const Report& report) {
   for (const UntestedCase& c : untested_cases(report)) by_op[c.op].push_back(entry_of(c, policy));
   // An interrupted run fails (Note [JUnit agrees with the exit status]): one failing case says so.
   if (report.info.interrupted) by_op["opconform"].push_back(interrupted_entry());
+  for (const ExpectationEntry& e : report.expectations)
+    if (e.status != ExpectationEntry::Status::active)
+      by_op["opconform.expectations"].push_back(entry_of(e, report.info.expectations_file, policy));
   for (const auto& [op, entries] : by_op)
     for (const Entry& e : entries) total.add(e);
   const std::string props = properties(report.info);

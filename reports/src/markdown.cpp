@@ -9,6 +9,7 @@
 #include "opconform/reports/detail/markdown.h"
 #include "opconform/reports/detail/summary.h"
 #include "opconform/reports/detail/text.h"
+#include "opconform/reports/findings.h"
 #include "opconform/reports/writers.h"
 
 namespace opconform::reports {
@@ -87,8 +88,14 @@ void write_summary(std::ostringstream& out, const Report& report) {
   for (Outcome o : detail::all_outcomes()) out << "| " << o << " | " << report.count(o) << " |\n";
   out << "| **total** | **" << report.results.size() << "** |\n\n";
   const size_t untested = untested_cases(report).size();
-  out << "Untested cases (every check skipped, unsupported or mistrusted): **" << untested << "**. Fails the run on: "
-      << md_code(to_string(report.info.fail_on)) << ". Verdict: **" << (fails(report) ? "FAIL" : "PASS") << "**.\n\n";
+  const auto found = findings(report);
+  size_t expected = 0;
+  for (const auto& r : report.results) expected += r.expected.empty() ? 0 : 1;
+  out << "Findings (one per cause): **" << found.size() << "**";
+  if (expected > 0) out << "; results covered by expectations: " << expected;
+  out << ". Untested cases (every check skipped, unsupported or mistrusted): **" << untested << "**. Fails the run on: "
+      << md_code(to_string(report.info.fail_on)) << ". Verdict: **" << (fails(report) ? "FAIL" : "PASS") << "**"
+      << (report.info.interrupted ? " (partial)" : "") << ".\n\n";
 }
 
 // Note [Untested is not a pass] (report.cpp).
@@ -144,32 +151,71 @@ std::string case_of(const CaseResult& r) {
   return "[" + r.device + (r.dtype.empty() ? "" : ", " + r.dtype) + "]";
 }
 
-// Note [Grouped failures] (detail/summary.h): one section a group, the message once, then each
-// case with its own minimal input and repro line.
-void write_not_passing(std::ostringstream& out, const Report& report) {
-  const auto groups = detail::failure_groups(report);
-  if (groups.empty()) return;
-  size_t count = 0;
-  for (const auto& g : groups) count += g.members.size();
-  out << "## Not passing (" << count << ")\n";
-  for (const auto& g : groups) {
-    const CaseResult& lead = report.results[g.members.front()];
-    const bool single = g.members.size() == 1;
-    out << "\n### " << md_code(lead.op) << " " << md_code(single ? detail::where(lead) : lead.check) << ": **"
-        << lead.outcome << "**";
-    if (!single) {
-      out << " on " << g.members.size() << " cases:";
-      for (size_t k = 0; k < g.members.size(); ++k) out << (k ? ", " : " ") << md_code(case_of(report.results[g.members[k]]));
-    }
+// "op [device, dtype]" of a result within a finding.
+std::string case_label(const CaseResult& r) {
+  const std::string c = case_of(r);
+  return c.empty() ? r.op : r.op + " " + c;
+}
+
+// Note [One finding per cause] (conformance/cause.h): one section a finding, its title, kind and
+// what it covers said compactly; the lead result's message, minimal input and repro line once; the
+// other results listed in a folded block.
+void write_finding(std::ostringstream& out, const Report& report, const Finding& f) {
+  const CaseResult& lead = report.results[f.lead];
+  out << "\n### " << md_code(f.cause.title.empty() ? f.key : f.cause.title) << ": **" << f.outcome << "**, "
+      << f.results.size() << (f.results.size() == 1 ? " result" : " results");
+  if (f.expected == f.results.size()) out << " (expected)";
+  else if (f.expected > 0) out << " (" << f.expected << " expected)";
+  out << "\n\n| cause | kind | check | ops | dtypes | devices |\n| --- | --- | --- | --- | --- | --- |\n| "
+      << md_cell(md_code(f.key)) << " | " << md_cell(md_code(std::string(conformance::to_string(f.cause.kind))))
+      << " | " << md_cell(md_code(f.check)) << " | " << md_cell(md_code(compact_list(f.ops))) << " | "
+      << md_cell(md_code(compact_list(f.dtypes, 12))) << " | " << md_cell(md_code(compact_list(f.devices))) << " |\n";
+  if (!lead.expected.empty()) out << "\nExpected: " << md_code(lead.expected) << "\n";
+  out << "\nFirst result, " << md_code(case_label(lead)) << ":\n";
+  if (!lead.message.empty()) out << "\n" << md_block(lead.message);
+  if (lead.minimal_input) out << "\nMinimal input:\n\n" << md_block(*lead.minimal_input);
+  if (!lead.repro.empty()) out << "\nRepro: " << md_code(lead.repro) << "\n";
+  if (f.results.size() == 1) return;
+  out << "\n<details><summary>All " << f.results.size() << " results</summary>\n\n";
+  for (size_t i : f.results) {
+    const CaseResult& r = report.results[i];
+    out << "- " << md_code(case_label(r)) << " " << r.outcome;
+    if (!r.repro.empty()) out << ": " << md_code(r.repro);
     out << "\n";
-    if (!lead.message.empty()) out << "\n" << md_block(lead.message);
-    for (size_t i : g.members) {
-      const CaseResult& r = report.results[i];
-      if (!r.minimal_input && r.repro.empty()) continue;
-      if (!single) out << "\n" << md_code(case_of(r)) << ":\n";
-      if (r.minimal_input) out << "\nMinimal input:\n\n" << md_block(*r.minimal_input);
-      if (!r.repro.empty()) out << "\nRepro: " << md_code(r.repro) << "\n";
-    }
+  }
+  out << "\n</details>\n";
+}
+
+void write_findings(std::ostringstream& out, const Report& report) {
+  const auto found = findings(report);
+  if (found.empty()) return;
+  size_t count = 0;
+  for (const auto& f : found) count += f.results.size();
+  out << "\n## Findings (" << found.size() << " causes, " << count << " results)\n";
+  for (const auto& f : found) write_finding(out, report, f);
+}
+
+// Unsupported results, grouped by cause, apart from the failures: one table row a cause.
+void write_gaps(std::ostringstream& out, const Report& report) {
+  const auto list = gaps(report);
+  if (list.empty()) return;
+  out << "\n## Not implemented (" << list.size() << " causes, " << report.count(Outcome::unsupported)
+      << " unsupported results)\n\n| cause | results | ops | dtypes | devices |\n| --- | ---: | --- | --- | --- |\n";
+  for (const auto& f : list)
+    out << "| " << md_cell(md_code(f.cause.title)) << " " << md_cell(md_code(f.key)) << " | " << f.results.size()
+        << " | " << md_cell(md_code(compact_list(f.ops))) << " | " << md_cell(md_code(compact_list(f.dtypes, 12)))
+        << " | " << md_cell(md_code(compact_list(f.devices))) << " |\n";
+}
+
+void write_expectations(std::ostringstream& out, const Report& report) {
+  if (report.expectations.empty()) return;
+  out << "\n## Expectations (" << md_code(report.info.expectations_file) << ")\n\n"
+      << "| line | covers | outcome | results | status | until | reason |\n| ---: | --- | --- | ---: | --- | --- | --- |\n";
+  for (const auto& e : report.expectations) {
+    const bool active = e.status == ExpectationEntry::Status::active;
+    out << "| " << e.line << " | " << md_cell(md_code(e.selector)) << " | " << md_cell(md_code(e.outcome)) << " | "
+        << e.matched << " | " << (active ? "" : "**") << to_string(e.status) << (active ? "" : "**") << " | "
+        << md_cell(md_code(e.until)) << " | " << md_cell(md_code(e.reason)) << " |\n";
   }
 }
 
@@ -178,12 +224,16 @@ void write_not_passing(std::ostringstream& out, const Report& report) {
 std::string to_markdown(const Report& report) {
   std::ostringstream out;
   out << "# opconform report: " << md_code(report.info.library.empty() ? "(unnamed library)" : report.info.library)
-      << "\n\n";
+      << (report.info.interrupted ? " (partial)" : "") << "\n\n";
+  if (report.info.interrupted)
+    out << "> **Partial report**: the run was stopped before every case ran; it holds the cases that finished.\n\n";
   write_info(out, report);
   write_summary(out, report);
   write_matrix(out, report);
   write_untested(out, report);
-  write_not_passing(out, report);
+  write_findings(out, report);
+  write_gaps(out, report);
+  write_expectations(out, report);
   std::string text = out.str();
   while (text.size() >= 2 && text[text.size() - 1] == '\n' && text[text.size() - 2] == '\n') text.pop_back();
   return text;

@@ -13,6 +13,28 @@ namespace opconform::reports {
 
 std::string CaseResult::key() const { return op + " " + detail::where(*this); }
 
+std::optional<conformance::Cause> CaseResult::cause() const {
+  if (outcome == Outcome::passed) return std::nullopt;
+  if (recorded_cause) return recorded_cause;
+  // A load problem is about loading, whatever its outcome says.
+  if (check == "load") return conformance::Cause{conformance::FindingKind::load, "", "the library or op did not load"};
+  return conformance::cause_for_outcome(outcome, check);
+}
+
+std::string CaseResult::cause_key() const {
+  const auto c = cause();
+  return c ? conformance::cause_key(op, check, *c) : std::string();
+}
+
+std::string_view to_string(ExpectationEntry::Status status) {
+  switch (status) {
+    case ExpectationEntry::Status::active: return "active";
+    case ExpectationEntry::Status::stale: return "stale";
+    case ExpectationEntry::Status::expired: return "expired";
+  }
+  return "active";
+}
+
 size_t Report::count(Outcome o) const {
   return static_cast<size_t>(std::count_if(results.begin(), results.end(), [o](const CaseResult& r) { return r.outcome == o; }));
 }
@@ -23,6 +45,7 @@ std::string to_string(const FailPolicy& policy) {
   std::string out;
   for (Outcome o : policy.outcomes) out += (out.empty() ? "" : ",") + std::string(conformance::to_string(o));
   if (policy.untested) out += out.empty() ? "untested" : ",untested";
+  if (policy.stale) out += out.empty() ? "stale" : ",stale";
   return out;
 }
 
@@ -33,19 +56,20 @@ FailPolicy parse_fail_policy(std::string_view list) {
     const size_t comma = std::min(list.find(',', start), list.size());
     const std::string_view name = list.substr(start, comma - start);
     if (name == "untested") policy.untested = true;
+    else if (name == "stale") policy.stale = true;
     else if (!name.empty()) {
       try {
         const Outcome o = parse_outcome(name);
         if (!policy.fails_on(o)) policy.outcomes.push_back(o);
       } catch (const Error& e) {
         // parse_outcome's message names the known outcomes; untested is one more name here.
-        throw Error(e.code(), ::opconform::detail::concat("--fail-on: ", e.message(), ", or untested"));
+        throw Error(e.code(), ::opconform::detail::concat("--fail-on: ", e.message(), ", or untested, stale"));
       }
     }
     start = comma + 1;
   }
-  OPCONFORM_CHECK(!policy.outcomes.empty() || policy.untested, ErrorCode::kInvalidArgument,
-                  "--fail-on: an empty list (name at least one outcome, or untested)");
+  OPCONFORM_CHECK(!policy.outcomes.empty() || policy.untested || policy.stale, ErrorCode::kInvalidArgument,
+                  "--fail-on: an empty list (name at least one outcome, untested or stale)");
   return policy;
 }
 
@@ -86,9 +110,15 @@ std::vector<UntestedCase> untested_cases(const Report& report) {
 bool fails(const Report& report) { return fails(report, report.info.fail_on); }
 
 bool fails(const Report& report, const FailPolicy& policy) {
-  const bool a_result_fails = std::any_of(report.results.begin(), report.results.end(),
-                                          [&](const CaseResult& r) { return policy.fails_on(r.outcome); });
-  return report.info.interrupted || a_result_fails || (policy.untested && !untested_cases(report).empty());
+  const bool a_result_fails = std::any_of(report.results.begin(), report.results.end(), [&](const CaseResult& r) {
+    return policy.fails_on(r.outcome) && r.expected.empty();
+  });
+  const auto has = [&](ExpectationEntry::Status s) {
+    return std::any_of(report.expectations.begin(), report.expectations.end(),
+                       [s](const ExpectationEntry& e) { return e.status == s; });
+  };
+  return report.info.interrupted || a_result_fails || (policy.untested && !untested_cases(report).empty()) ||
+         has(ExpectationEntry::Status::expired) || (policy.stale && has(ExpectationEntry::Status::stale));
 }
 
 Outcome parse_outcome(std::string_view name) {

@@ -8,20 +8,6 @@
 
 namespace opconform::reports::detail {
 
-// Note [Grouped failures] (summary.h).
-std::vector<FailureGroup> failure_groups(const Report& report) {
-  std::vector<FailureGroup> groups;
-  std::map<std::tuple<std::string_view, std::string_view, Outcome, std::string_view>, size_t> index;
-  for (size_t i = 0; i < report.results.size(); ++i) {
-    const CaseResult& r = report.results[i];
-    if (is_ok(r.outcome)) continue;
-    const auto [at, added] = index.try_emplace({r.op, r.check, r.outcome, r.message}, groups.size());
-    if (added) groups.emplace_back();
-    groups[at->second].members.push_back(i);
-  }
-  return groups;
-}
-
 Matrix op_check_matrix(const Report& report) {
   Matrix m;
   for (const CaseResult& r : report.results) m.ops.push_back(r.op), m.checks.push_back(r.check);

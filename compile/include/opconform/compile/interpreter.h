@@ -10,7 +10,8 @@ namespace opconform::compile {
 
 class GuardError : public Error {
  public:
-  explicit GuardError(std::string message) : Error(ErrorCode::kInvalidArgument, std::move(message)) {}
+  explicit GuardError(std::string message)
+      : Error(ErrorCode::kInvalidArgument, ErrorReason::kGuardFailed, std::move(message)) {}
 };
 
 // The graph's outputs. `inputs` are the tensors (in Graph::inputs order).

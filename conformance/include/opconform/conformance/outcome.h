@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "opconform/conformance/cause.h"
+
 namespace opconform::conformance {
 
 enum class Outcome {
@@ -35,6 +37,9 @@ struct CheckResult {
   // A machine-readable cause of a skipped or unsupported result that reports count (the message
   // is for people): kNoBackward, or empty.
   std::string reason;
+  // Why it is not a pass (Note [One finding per cause] in cause.h); opcheck gives every result
+  // that is not a pass one (cause_for_outcome where its check set none).
+  std::optional<Cause> cause;
 
   bool ok() const { return outcome == Outcome::passed || outcome == Outcome::skipped; }
 };
@@ -43,6 +48,11 @@ struct CheckResult {
 // library under test registers no backward for (the console counts these as "inference only").
 inline constexpr std::string_view kNoBackward = "no_backward";
 
+// The cause an outcome has by itself (crashed: crash, timed_out: hang, unsupported:
+// not_implemented, skipped: not_applicable, mistrusted: inconclusive, failed: other), for a result
+// whose check set none; nullopt for passed.
+std::optional<Cause> cause_for_outcome(Outcome outcome, std::string_view check);
+
 // Combines results of one check over several samples: the first failure-like outcome wins
 // (failed > crashed > timed_out > mistrusted > unsupported > passed > skipped), with its message.
 CheckResult combine(const CheckResult& a, const CheckResult& b);
@@ -50,7 +60,8 @@ CheckResult combine(const CheckResult& a, const CheckResult& b);
 // What a check reports when the operator itself threw on a sample it should accept (the op is
 // broken there): unsupported for an opconform::Error kNotImplemented (no kernel for this device
 // or dtype: the library does not implement it), failed otherwise, with the error's message.
-// `phase` says which run threw ("the real run").
+// `phase` says which run threw ("the real run"); it is the cause's subject, so it must not hold
+// sample values.
 CheckResult operator_threw(std::string check, std::string_view op_name, const std::exception& error,
                            std::string_view sample, std::string_view phase);
 

@@ -31,11 +31,37 @@ enum class ErrorCode {
 
 std::string_view to_string(ErrorCode code);
 
+// Note [Causes are values]: what made an error, as a closed set of facts, set where the fact is
+// known (the dispatcher, a fake-tensor call, a capture's replay, the plugin boundary). Checks
+// classify errors by code and reason, never by their message text (a message is for people, and
+// its wording may change); a finding's cause (conformance/cause.h) is built from them.
+enum class ErrorReason {
+  kUnspecified,          // nothing is known beyond the code
+  kNoKernel,             // the dispatcher has no kernel for the call's dispatch keys (device, backend)
+  kDtypeNotImplemented,  // a kernel refused a dtype it does not implement
+  kLibraryNotImplemented,  // a library's kernel said it does not implement these arguments (OPC_NOT_IMPLEMENTED)
+  kNoFakeKernel,         // a call with fake (meta) tensors found no fake kernel for the op
+  kFakeDataAccess,       // a kernel read the data of a fake tensor, which has none
+  kDataDependentOutput,  // the result is a value of tensor data (see ErrorCode::kDataDependentOutput)
+  kGuardFailed,          // a captured graph's guard does not hold for the replay's inputs
+  kNotFunctionalizable,  // functionalization cannot express the op's writes (a write through a view it made)
+  kInvalidArgument,      // a kernel refused its arguments as violating the op's contract
+  kLibraryError,         // a library's kernel reported an error of its own (any other plugin status)
+};
+
+std::string_view to_string(ErrorReason reason);
+// The reason in a few words, for titles ("no fake kernel").
+std::string_view describe(ErrorReason reason);
+
 class Error : public std::runtime_error {
  public:
+  // The reason defaults to what the code alone says (kInvalidArgument, kDataDependentOutput),
+  // else kUnspecified.
   Error(ErrorCode code, std::string message);
+  Error(ErrorCode code, ErrorReason reason, std::string message);
 
   ErrorCode code() const noexcept { return code_; }
+  ErrorReason reason() const noexcept { return reason_; }
   // The message without context lines.
   const std::string& message() const noexcept { return message_; }
   const std::vector<std::string>& context() const noexcept { return context_; }
@@ -47,6 +73,7 @@ class Error : public std::runtime_error {
  private:
   void rebuild_what();
   ErrorCode code_;
+  ErrorReason reason_;
   std::string message_;
   std::vector<std::string> context_;
   std::string what_;
@@ -57,6 +84,14 @@ class Error : public std::runtime_error {
   do {                                                                   \
     if (!(cond)) [[unlikely]] {                                          \
       throw ::opconform::Error(code, ::opconform::detail::concat(__VA_ARGS__)); \
+    }                                                                    \
+  } while (0)
+
+// As OPCONFORM_CHECK, with a reason (Note [Causes are values]).
+#define OPCONFORM_CHECK_BECAUSE(cond, code, reason, ...)                  \
+  do {                                                                   \
+    if (!(cond)) [[unlikely]] {                                          \
+      throw ::opconform::Error(code, reason, ::opconform::detail::concat(__VA_ARGS__)); \
     }                                                                    \
   } while (0)
 

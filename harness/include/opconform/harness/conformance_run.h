@@ -10,6 +10,7 @@
 #include "opconform/adapters/loader.h"
 #include "opconform/harness/plan.h"
 #include "opconform/harness/worker_sandbox.h"
+#include "opconform/reports/expectations.h"
 #include "opconform/reports/report.h"
 #include "opconform/reports/report_files.h"
 
@@ -40,6 +41,9 @@ struct RunRequest {
   // instead of running them; no report is written.
   bool list_cases = false;
   reports::FailPolicy fail_on;     // --fail-on (recorded in the report)
+  // --expect FILE, read before the run (reports/expectations.h): applied to the results at the end.
+  std::string expectations_file;
+  std::vector<reports::Expectation> expectations;
   std::string command;             // the command line, for the report
 };
 

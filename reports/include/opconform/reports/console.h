@@ -53,6 +53,7 @@ class ConsoleListener : public Listener {
   void clear_progress();
   void print_untested(const Report& report);
   void print_inference_only(const Report& report);
+  void print_findings(const Report& report);
 
   std::FILE* out_;
   ConsoleOptions options_;

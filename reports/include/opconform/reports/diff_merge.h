@@ -8,6 +8,10 @@
 namespace opconform::reports {
 
 struct ReportDiff {
+  // Findings compared by cause key (Note [One finding per cause]): "no new finding" is what a
+  // vendor gates on. Each is "key: title (N results)".
+  std::vector<std::string> new_findings;   // causes only in `after`
+  std::vector<std::string> gone_findings;  // causes only in `before`
   // Results keyed by CaseResult::key() in both reports:
   std::vector<std::pair<CaseResult, CaseResult>> regressions;  // ok before (passed/skipped), not ok after
   std::vector<std::pair<CaseResult, CaseResult>> fixes;        // not ok before, ok after
@@ -17,12 +21,14 @@ struct ReportDiff {
   bool empty() const;
 };
 ReportDiff diff(const Report& before, const Report& after);
-// Markdown: regressions first, then fixes, changes, new and removed ops.
+// Markdown: new findings first, then findings gone, regressions, fixes, changes, new and removed ops.
 std::string format_diff(const ReportDiff& d);
 
 // Joins shard reports into one: results concatenated (sorted by op, device, dtype, check), the
 // time the longest shard's, info from the first with shard "merged". Two results with the same
-// key are an error naming it (overlapping shards), as are reports of different libraries.
+// key are an error naming it (overlapping shards), as are reports of different libraries. The
+// shards' expectations (one --expect file) are joined by line: their matches added, an entry
+// stale only when it matched nothing in any shard.
 Report merge(const std::vector<Report>& shards);
 
 }  // namespace opconform::reports

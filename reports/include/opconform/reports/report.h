@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "opconform/conformance/cause.h"
 #include "opconform/conformance/outcome.h"
 
 namespace opconform::reports {
@@ -24,9 +25,19 @@ struct CaseResult {
   std::optional<std::string> minimal_input;   // the shrunk input of a generated failure
   double seconds = 0;                         // time of this check on this case
   std::string reason;                         // CheckResult::reason ("no_backward"), or ""
+  // Why it is not a pass (conformance/cause.h); nullopt for a pass, and in reports written before
+  // causes were recorded (cause() then gives the outcome's own).
+  std::optional<conformance::Cause> recorded_cause;
+  // The reason of the --expect entry that covers this result ("" when none covers it): an expected
+  // result does not fail the run (expectations.h).
+  std::string expected;
 
   // The identity of a result across runs (diff, merge): op, check, device, dtype.
   std::string key() const;
+  // recorded_cause, or the outcome's own (conformance::cause_for_outcome); nullopt for a pass.
+  std::optional<conformance::Cause> cause() const;
+  // conformance::cause_key of cause(): "" for a pass (Note [One finding per cause]).
+  std::string cause_key() const;
   bool operator==(const CaseResult&) const = default;
 };
 
@@ -36,13 +47,15 @@ struct CaseResult {
 struct FailPolicy {
   std::vector<Outcome> outcomes = {Outcome::failed, Outcome::crashed, Outcome::timed_out};
   bool untested = true;
+  // An --expect entry that matched no result fails the run (one past its date always does).
+  bool stale = false;
 
   bool fails_on(Outcome o) const;
   bool operator==(const FailPolicy&) const = default;
 };
-// "failed,crashed,timed_out,untested" (the --fail-on spelling).
+// "failed,crashed,timed_out,untested[,stale]" (the --fail-on spelling).
 std::string to_string(const FailPolicy& policy);
-// Parses a comma-separated list of outcome names and "untested"; throws opconform::Error naming a
+// Parses a comma-separated list of outcome names, "untested" and "stale"; throws opconform::Error naming a
 // bad name and the known ones, or for an empty list.
 FailPolicy parse_fail_policy(std::string_view list);
 
@@ -64,20 +77,38 @@ struct RunInfo {
   // the bundled reference in this process).
   std::string sandbox;
   // The run was stopped (SIGINT, SIGTERM) before every case ran: the report holds the cases that
-  // finished, and it fails whatever they say (an unfinished run is no pass).
+  // finished, and it fails whatever they say (an unfinished run is no pass). Every writer says
+  // "partial".
   bool interrupted = false;
+  // The --expect file that was applied ("" when none).
+  std::string expectations_file;
   bool operator==(const RunInfo&) const = default;
 };
+
+// One entry of an --expect file, as applied to a report (expectations.h has the format).
+struct ExpectationEntry {
+  enum class Status { active, stale, expired };
+  int line = 0;              // its line in the file
+  std::string selector;      // what it matches, as written ("cause=... op=aten::add*")
+  std::string outcome;       // the expected outcome ("failed"), or "any"
+  std::string reason;        // why it is expected (required)
+  std::string until;         // "2027-03-01", or "" for no end
+  size_t matched = 0;        // the results it covers in this report
+  Status status = Status::active;  // stale: matched nothing; expired: past `until` (fails the run)
+  bool operator==(const ExpectationEntry&) const = default;
+};
+std::string_view to_string(ExpectationEntry::Status status);
 
 struct Report {
   // The layout of report.json (reports/README.md lists the versions): raised when a field is
   // added, so that a reader knows what it may find. report_from_json reads every version from
   // kOldestSchemaVersion on, a field an older file lacks taking its default.
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   static constexpr int kOldestSchemaVersion = 1;
   RunInfo info;
   double seconds = 0;               // wall time of the whole run
   std::vector<CaseResult> results;  // in run order
+  std::vector<ExpectationEntry> expectations;  // the --expect file's entries, applied (expectations.h)
 
   // Counts per outcome.
   size_t count(Outcome o) const;
@@ -95,7 +126,9 @@ struct UntestedCase {
 };
 std::vector<UntestedCase> untested_cases(const Report& report);
 
-// Whether the report fails under its own policy (report.info.fail_on), or under `policy`.
+// Whether the report fails under its own policy (report.info.fail_on), or under `policy`: a
+// result whose outcome the policy fails on and that no expectation covers, an untested case (with
+// `untested`), a stale expectation (with `stale`), an expired one, or an interrupted run.
 bool fails(const Report& report);
 bool fails(const Report& report, const FailPolicy& policy);
 // Parses an outcome name ("timed_out"); throws opconform::Error naming the bad name and the known ones.

@@ -1,5 +1,5 @@
-// What the HTML and Markdown reports both draw from a report: the op x check matrix and the
-// failures grouped (not part of the public API).
+// What the HTML and Markdown reports both draw from a report: the op x check matrix (not part of
+// the public API; findings, the failures grouped by cause, are reports/findings.h).
 #pragma once
 #include <string>
 #include <string_view>
@@ -8,16 +8,6 @@
 #include "opconform/reports/report.h"
 
 namespace opconform::reports::detail {
-
-// Note [Grouped failures]: a bug in one kernel usually fails the same check with the same message
-// on every dtype and device, and a report that lists it twelve times hides the other bugs. The
-// results that are not ok are grouped by op, check, outcome and message: one card (HTML) or
-// section (Markdown) a group, with the cases (device, dtype) it holds, each with its own minimal
-// input and repro line. Groups come in the order of their first result.
-struct FailureGroup {
-  std::vector<size_t> members;  // indices into report.results, in run order; members[0] leads
-};
-std::vector<FailureGroup> failure_groups(const Report& report);
 
 // The op x check matrix: ops and checks sorted by name, each cell the indices of its results
 // (over devices and dtypes; empty when the op has no result for the check).
