@@ -293,9 +293,10 @@ void ConsoleListener::print_findings(const Report& report) {
     if (f.expected == f.results.size()) line += " (expected)";
     else if (f.expected > 0) line += " (" + std::to_string(f.expected) + " expected)";
     std::fprintf(out_, "%s\n", line.c_str());
-    std::fprintf(out_, "      %s; %s; %s\n", detail::one_line_text(compact_list(f.ops, 3)).c_str(),
-                 detail::one_line_text(compact_list(f.dtypes, 6)).c_str(),
-                 detail::one_line_text(compact_list(f.devices)).c_str());
+    std::string covers = compact_list(f.ops, 3);
+    for (const std::string& part : {compact_list(f.dtypes, 6), compact_list(f.devices)})
+      if (!part.empty()) covers += "; " + part;
+    std::fprintf(out_, "      %s\n", detail::one_line_text(covers).c_str());
   }
   if (found.size() > kShown) std::fprintf(out_, "  ... and %zu more (report.md lists them all)\n", found.size() - kShown);
   for (const ExpectationEntry& e : report.expectations) {

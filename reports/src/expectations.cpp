@@ -188,7 +188,11 @@ std::string expectations_for(const Report& report) {
   for (const auto& list : {findings(report), gaps(report)}) {
     for (const Finding& f : list) {
       out << "\n# " << f.cause.title << " (" << f.results.size() << " results: " << compact_list(f.ops, 3) << ")\n";
-      out << "cause=" << quoted(f.key) << " outcome=" << conformance::to_string(f.outcome) << " reason=\"\"\n";
+      // One outcome when all its results share it, else any.
+      bool one_outcome = true;
+      for (size_t i : f.results) one_outcome = one_outcome && report.results[i].outcome == f.outcome;
+      out << "cause=" << quoted(f.key) << " outcome=" << (one_outcome ? conformance::to_string(f.outcome) : "any")
+          << " reason=\"\"\n";
     }
   }
   return out.str();

@@ -83,14 +83,15 @@ struct Counts {
 };
 
 Entry entry_of(const CaseResult& r, const FailPolicy& policy) {
-  // The body of a <failure> or <error>: the cause, the whole message, then what replays it. The
-  // message attribute starts with the cause key, so that CI can group by it (Note [One finding
-  // per cause] in conformance/cause.h).
+  // The body of a <failure> or <error>: the whole message, the cause, then what replays it. The
+  // message attribute ends with the cause key, so that CI can group by it (Note [One finding per
+  // cause] in conformance/cause.h).
   const std::string key = r.cause_key();
-  std::string body = key.empty() ? r.message : "cause: " + key + "\n" + r.message;
+  std::string body = r.message;
+  if (!key.empty()) body += "\ncause: " + key;
   if (r.minimal_input) body += "\nminimal input: " + *r.minimal_input;
   if (!r.repro.empty()) body += "\nrepro: " + r.repro;
-  std::string summary = (key.empty() ? "" : "[" + key + "] ") + std::string(detail::first_line(r.message));
+  std::string summary = std::string(detail::first_line(r.message)) + (key.empty() ? "" : " [cause " + key + "]");
   // An expected result does not fail the run (expectations.h): skipped, saying why.
   if (!r.expected.empty()) {
     return {case_name(r), r.op, "expected " + std::string(conformance::to_string(r.outcome)),

@@ -191,7 +191,7 @@ void write_findings(std::ostringstream& out, const Report& report) {
   if (found.empty()) return;
   size_t count = 0;
   for (const auto& f : found) count += f.results.size();
-  out << "\n## Findings (" << found.size() << " causes, " << count << " results)\n";
+  out << "## Findings (" << found.size() << " causes, " << count << " results)\n";
   for (const auto& f : found) write_finding(out, report, f);
 }
 

@@ -114,6 +114,21 @@ TEST(ReportsConsole, QuietShowsOnlyTheFailuresAndTheVerdict) {
                   "aten::mul.Tensor on cuda for bfloat16 (the library does not implement it)\n"
                   "  UNTESTED aten::zeros_like [cpu, float32]: test_faketensor: mistrusted — every output element "
                   "was zero in the library and the reference: the comparison proves nothing\n"
+                  // Note [One finding per cause]: the findings, most results first.
+                  "6 findings (6 results; one per cause, most results first):\n"
+                  "  1 x FAILED      the gradient of 'self' is wrong  [aten::add.Tensor/gradcheck/wrong_gradient/self]\n"
+                  "      aten::add.Tensor; float32; cpu\n"
+                  "  1 x CRASHED     the kernel crashed (SIGSEGV) in determinism  [aten::index_put/determinism/crash/SIGSEGV]\n"
+                  "      aten::index_put; int64; cpu\n"
+                  "  1 x TIMED_OUT   the kernel hung past the time-out  [aten::sort.stable/dtype_consistency/hang/]\n"
+                  "      aten::sort.stable; float32; cpu\n"
+                  "  1 x MISTRUSTED  test_faketensor proved nothing  [aten::zeros_like/test_faketensor/inconclusive/]\n"
+                  "      aten::zeros_like; float32; cpu\n"
+                  "  1 x FAILED      output 0 has a wrong shape <&\"|'>  "
+                  "[vendor::fused<&\"|'>.out/edge_shapes/shape_mismatch/output_0]\n"
+                  "      vendor::fused<&\"|'>.out; float32; cpu\n"
+                  "  1 x FAILED      the library or op did not load  [vendor::broken/load/load/]\n"
+                  "      vendor::broken\n"
                   "FAIL\n");
 }
 

@@ -226,9 +226,9 @@ TEST_F(ReportsHtmlInChromium, TheScriptKeepsTheMatrixAndTheFailuresAndShowsTheFi
   EXPECT_EQ(console_lines(run.err), std::vector<std::string>{}) << joined(console_lines(run.err));
   EXPECT_EQ(occurrences(run.out, "class=\"cell o-"), op_check_pairs(report));
   EXPECT_EQ(occurrences(run.out, "class=\"cell o-failed has-failure\""), 3u);  // add gradcheck, fused, load
-  EXPECT_EQ(occurrences(run.out, "<article class=\"failure o-"), 7u);           // the results not ok, none alike
+  EXPECT_EQ(occurrences(run.out, "<article class=\"failure o-"), 7u);           // six causes, and the unsupported one
   EXPECT_THAT(run.out, HasSubstr("showing 12 of 12 results"));
-  EXPECT_THAT(run.out, HasSubstr("Not passing (<span id=\"failures-count\">7</span>)"));
+  EXPECT_THAT(run.out, HasSubstr("Findings: 6 causes (<span id=\"failures-count\">6</span> results)"));
   EXPECT_THAT(run.out, HasSubstr("<section id=\"controls\" class=\"controls\">"));  // shown: `hidden` removed
   // Text from the report stays text: the message's script tag is shown, not run.
   EXPECT_THAT(run.out, HasSubstr("&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;"));
@@ -304,7 +304,8 @@ TEST_F(ReportsHtmlInChromium, WithScriptsBlockedTheMatrixAndTheFailuresAreShown)
   EXPECT_THAT(dom.out, HasSubstr("<section id=\"controls\" class=\"controls\" hidden=\"\">"));
   EXPECT_EQ(occurrences(dom.out, "class=\"cell o-"), op_check_pairs(report));
   EXPECT_EQ(occurrences(dom.out, "class=\"cell o-failed has-failure\""), 3u);
-  EXPECT_EQ(occurrences(dom.out, "\"><a href=\"#group-"), 7u);  // each cell not ok links to its card
+  // Each cell not ok links to its card: six findings, and the unsupported result's cause.
+  EXPECT_EQ(occurrences(dom.out, "\"><a href=\"#finding-") + occurrences(dom.out, "\"><a href=\"#gap-"), 7u);
   EXPECT_EQ(occurrences(dom.out, "<article class=\"failure o-"), 7u);
   EXPECT_THAT(dom.out, HasSubstr("<b>3</b>failed"));  // the totals
   EXPECT_THAT(dom.out, HasSubstr("Verdict: FAIL"));

@@ -60,23 +60,26 @@ TEST(ReportsHtml, TheMatrixAndTheFailuresAreStaticMarkup) {
   const std::string html = to_html(sample_report());
   EXPECT_EQ(occurrences(html, "<td class=\"cell o-"), 9u);  // the sample's (op, check) pairs
   EXPECT_THAT(html, HasSubstr("<td class=\"cell o-failed has-failure\" title=\"aten::add.Tensor gradcheck\n"
-                              "1 passed, 1 failed, 1 skipped\" data-results=\"1 2 3\"><a href=\"#group-0\">FAIL</a></td>"));
+                              "1 passed, 1 failed, 1 skipped\" data-results=\"1 2 3\"><a href=\"#finding-0\">FAIL</a></td>"));
+  // Six findings (one per cause) and the one unsupported result's cause, apart.
   EXPECT_EQ(occurrences(html, "<article class=\"failure o-"), 7u);
-  EXPECT_THAT(html, HasSubstr("<article class=\"failure o-failed\" id=\"group-0\" data-results=\"1\">"));
+  EXPECT_THAT(html, HasSubstr("<article class=\"failure o-failed\" id=\"finding-0\" data-results=\"1\">"));
+  EXPECT_THAT(html, HasSubstr("<article class=\"failure o-unsupported\" id=\"gap-0\" data-results=\"6\">"));
   EXPECT_THAT(html, HasSubstr("<div class=\"total o-failed\"><b>3</b>failed</div>"));
   EXPECT_THAT(html, HasSubstr("<section id=\"controls\" class=\"controls\" hidden>"));
   EXPECT_THAT(html, Not(HasSubstr("<noscript>")));
 }
 
-// Note [Grouped failures]: one card for the same failure on two cases, listing both.
-TEST(ReportsHtml, IdenticalFailuresAreOneCard) {
+// Note [One finding per cause]: one card for one cause on two cases, listing both.
+TEST(ReportsHtml, OneCauseOnTwoCasesIsOneCard) {
   const std::string html = to_html(testing::sample_report_with_repeated_failure());
-  EXPECT_EQ(occurrences(html, "<article class=\"failure o-"), 7u);  // 8 results not ok
-  EXPECT_THAT(html, HasSubstr("id=\"group-0\" data-results=\"1 12\">"));
-  EXPECT_THAT(html, HasSubstr("gradcheck <span class=\"count\">on 2 cases</span>"));
-  EXPECT_THAT(html, HasSubstr("<li id=\"result-12\" data-results=\"12\"><span class=\"where\">[cuda, float64]</span>"));
+  EXPECT_EQ(occurrences(html, "<article class=\"failure o-"), 7u);  // 8 results not ok, 7 causes
+  EXPECT_THAT(html, HasSubstr("id=\"finding-0\" data-results=\"1 12\">"));
+  EXPECT_THAT(html, HasSubstr("wrong <span class=\"count\">2 results</span>"));
+  EXPECT_THAT(html, HasSubstr("<li id=\"result-12\" data-results=\"12\"><span class=\"where\"><code>aten::add.Tensor</code> "
+                              "[cuda, float64]</span>"));
   EXPECT_EQ(occurrences(html, "gradient of &#39;self&#39; differs"), 1u);
-  EXPECT_THAT(html, HasSubstr("Not passing (<span id=\"failures-count\">8</span>)"));
+  EXPECT_THAT(html, HasSubstr("Findings: 6 causes (<span id=\"failures-count\">7</span> results)"));
 }
 
 TEST(ReportsHtml, StaticTextIsEscaped) {

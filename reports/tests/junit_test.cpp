@@ -154,7 +154,8 @@ TEST(ReportsJunit, EscapesEverythingXmlCannotHoldAsIs) {
   const std::string xml = to_junit(sample_report());
   EXPECT_THAT(xml, HasSubstr("classname=\"vendor::fused&lt;&amp;&quot;|&apos;&gt;.out\""));
   // In an attribute a newline is a reference (else the parser turns it into a space); a tab too.
-  EXPECT_THAT(xml, HasSubstr("message=\"output | shape &lt;2, 3&gt; differs &amp; &quot;quoted&quot; &apos;single&apos;\""));
+  EXPECT_THAT(xml, HasSubstr("message=\"output | shape &lt;2, 3&gt; differs &amp; &quot;quoted&quot; &apos;single&apos; "
+                             "[cause vendor::fused&lt;&amp;&quot;|&apos;&gt;.out/edge_shapes/shape_mismatch/output_0]\""));
   // In text: the message whole, the escape character visible, the script tag inert.
   EXPECT_THAT(xml, HasSubstr("\n\tsecond line: \xC3\xA9"));
   EXPECT_THAT(xml, HasSubstr("\\x1b[31m &lt;/script&gt;"));
@@ -162,8 +163,8 @@ TEST(ReportsJunit, EscapesEverythingXmlCannotHoldAsIs) {
   Report r;
   r.results = {testing::result("op", "c", "cpu", "f", Outcome::failed, "a\nb\tc\rd\x01 \xFF")};
   const std::string small = to_junit(r);
-  EXPECT_THAT(small, HasSubstr("message=\"a\""));
-  EXPECT_THAT(small, HasSubstr(">a\nb\tc\\x0dd\\x01 \xEF\xBF\xBD</failure>"));
+  EXPECT_THAT(small, HasSubstr("message=\"a [cause op/c/other/]\""));
+  EXPECT_THAT(small, HasSubstr(">a\nb\tc\\x0dd\\x01 \xEF\xBF\xBD\ncause: op/c/other/</failure>"));
   EXPECT_EQ(xml_problem(small), "");
 }
 
@@ -180,6 +181,9 @@ TEST(ReportsJunit, MapsOutcomesToElements) {
   EXPECT_THAT(xml, HasSubstr("<error type=\"timed_out\""));
   EXPECT_THAT(xml, HasSubstr("<skipped message=\"skipped: gradcheck needs"));
   EXPECT_THAT(xml, HasSubstr("<skipped message=\"unsupported: no kernel"));
+  // Every result that is not a pass names its cause (Note [One finding per cause]).
+  EXPECT_THAT(xml, HasSubstr("[cause aten::add.Tensor/gradcheck/wrong_gradient/self]\">"));
+  EXPECT_THAT(xml, HasSubstr("\ncause: aten::index_put/determinism/crash/SIGSEGV\n"));
   // The body says how to replay it.
   EXPECT_THAT(xml, HasSubstr("minimal input: self: tensor([[1, 2], [3, 4]])"));
   EXPECT_THAT(xml, HasSubstr("repro: opconform repro --library /opt/vendor/lib/libvendor_ops.so --op aten::index_put"));

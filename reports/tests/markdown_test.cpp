@@ -40,10 +40,18 @@ TEST(ReportsMarkdown, EveryTableRowHasItsHeadersCellCount) {
   EXPECT_GT(rows, 20u);
 }
 
-TEST(ReportsMarkdown, ListsEachNotPassingResultWithMessageInputAndRepro) {
+// Note [One finding per cause]: a section per finding, with its cause key, kind, check and what it
+// covers; the first result's message, minimal input and repro line.
+TEST(ReportsMarkdown, ListsEachFindingWithMessageInputAndRepro) {
   const std::string md = to_markdown(sample_report());
-  EXPECT_THAT(md, HasSubstr("## Not passing (7)"));
-  EXPECT_THAT(md, HasSubstr("### `aten::add.Tensor` `gradcheck [cpu, float32]`: **failed**\n\n```text\ngradient of 'self'"));
+  EXPECT_THAT(md, HasSubstr("## Findings (6 causes, 6 results)"));
+  EXPECT_THAT(md, HasSubstr("### `the gradient of 'self' is wrong`: **failed**, 1 result\n\n| cause | kind | check |"));
+  EXPECT_THAT(md, HasSubstr("| `aten::add.Tensor/gradcheck/wrong_gradient/self` | `wrong_gradient` | `gradcheck` | "
+                            "`aten::add.Tensor` | `float32` | `cpu` |"));
+  EXPECT_THAT(md, HasSubstr("First result, `aten::add.Tensor [cpu, float32]`:\n\n```text\ngradient of 'self'"));
+  // Unsupported results apart from the failures.
+  EXPECT_THAT(md, HasSubstr("## Not implemented (1 causes, 1 unsupported results)"));
+  EXPECT_THAT(md, HasSubstr("Findings (one per cause): **6**"));
   EXPECT_THAT(md, HasSubstr("Minimal input:\n\n```text\nself: tensor([0.0, 1.0, -2.5, 3.0], dtype=float32)\n"));
   EXPECT_THAT(md, HasSubstr("Repro: `OPCONFORM_SEED=42 opconform repro"));
 }
@@ -60,20 +68,21 @@ TEST(ReportsMarkdown, HasTheOpByCheckMatrix) {
   EXPECT_THAT(md, HasSubstr("| `vendor::fused<&\"\\|'>.out` |  |  | **FAIL** |"));
 }
 
-// Note [Grouped failures]: the same failure on two cases is one section listing both, the message
-// once, each case's repro line.
-TEST(ReportsMarkdown, IdenticalFailuresAreOneSection) {
+// Note [One finding per cause]: the same cause on two cases is one section listing both, the
+// message once, each result's repro line in the folded list.
+TEST(ReportsMarkdown, OneCauseOnTwoCasesIsOneSection) {
   const std::string md = to_markdown(testing::sample_report_with_repeated_failure());
-  EXPECT_THAT(md, HasSubstr("## Not passing (8)"));
-  EXPECT_THAT(md, HasSubstr("### `aten::add.Tensor` `gradcheck`: **failed** on 2 cases: `[cpu, float32]`, "
-                            "`[cuda, float64]`\n\n```text\ngradient of 'self'"));
+  EXPECT_THAT(md, HasSubstr("## Findings (6 causes, 7 results)"));
+  EXPECT_THAT(md, HasSubstr("### `the gradient of 'self' is wrong`: **failed**, 2 results\n"));
+  EXPECT_THAT(md, HasSubstr("`aten::add.Tensor` | `float32, float64` | `cpu, cuda` |"));
   size_t messages = 0;
   for (size_t at = md.find("gradient of 'self' differs"); at != std::string::npos; at = md.find("gradient of 'self' differs", at + 1))
     ++messages;
   EXPECT_EQ(messages, 1u);
-  EXPECT_THAT(md, HasSubstr("`[cuda, float64]`:\n\nRepro: `opconform repro --library /opt/vendor/lib/libvendor_ops.so "
-                            "--op aten::add.Tensor --check gradcheck --device cuda --dtype float64`"));
-  EXPECT_THAT(md, HasSubstr("`[cpu, float32]`:\n\nMinimal input:"));
+  EXPECT_THAT(md, HasSubstr("<details><summary>All 2 results</summary>\n\n- `aten::add.Tensor [cpu, float32]` failed: "));
+  EXPECT_THAT(md, HasSubstr("- `aten::add.Tensor [cuda, float64]` failed: `opconform repro --library "
+                            "/opt/vendor/lib/libvendor_ops.so --op aten::add.Tensor --check gradcheck --device cuda --dtype float64`"));
+  EXPECT_THAT(md, HasSubstr("First result, `aten::add.Tensor [cpu, float32]`:"));
 }
 
 TEST(ReportsMarkdown, QuotingHelpersSurviveBackticks) {
@@ -88,7 +97,7 @@ TEST(ReportsMarkdown, AnEmptyReportStillHasItsSummary) {
   const std::string md = to_markdown(Report{});
   EXPECT_THAT(md, HasSubstr("# opconform report: `(unnamed library)`"));
   EXPECT_THAT(md, HasSubstr("| **total** | **0** |"));
-  EXPECT_THAT(md, ::testing::Not(HasSubstr("Not passing")));
+  EXPECT_THAT(md, ::testing::Not(HasSubstr("## Findings")));
 }
 
 }  // namespace

@@ -60,12 +60,21 @@ inline Report sample_report() {
       result("vendor::broken", "load", "", "", Outcome::failed,
              "symbol 'vendor_broken_kernel' not found in /opt/vendor/lib/libvendor_ops.so", "", std::nullopt, 0),
   };
+  // Causes as the checks and the harness set them (Note [One finding per cause]); the skip, the
+  // mistrusted and the load result keep the ones their outcome gives.
+  using conformance::Cause;
+  using conformance::FindingKind;
+  report.results[1].recorded_cause = Cause{FindingKind::wrong_gradient, "self", "the gradient of 'self' is wrong"};
+  report.results[6].recorded_cause =
+      Cause{FindingKind::not_implemented, "library_not_implemented", "not implemented: the library does not implement these arguments"};
+  report.results[7].recorded_cause = Cause{FindingKind::crash, "SIGSEGV", "the kernel crashed (SIGSEGV) in determinism"};
+  report.results[8].recorded_cause = Cause{FindingKind::hang, "", "the kernel hung past the time-out"};
+  report.results[10].recorded_cause = Cause{FindingKind::shape_mismatch, "output 0", "output 0 has a wrong shape <&\"|'>"};
   return report;
 }
 
 // The sample with the add gradcheck failure repeated on another device and dtype (same op,
-// check, outcome and message; its own repro line): one group of two in the reports that group
-// identical failures (Note [Grouped failures] in detail/summary.h).
+// check and cause; its own repro line): one finding of two results (Note [One finding per cause]).
 inline Report sample_report_with_repeated_failure() {
   Report report = sample_report();
   CaseResult again = report.results[1];
