@@ -15,13 +15,14 @@ using CheckTable = std::map<std::string, std::unique_ptr<Check>, std::less<>>;
 const CheckTable& table() {
   static const CheckTable* t = [] {
     auto* created = new CheckTable();
-    for (auto make : {detail::make_test_schema, detail::make_test_autograd_registration, detail::make_test_faketensor,
-                      detail::make_gradcheck, detail::make_gradgradcheck, detail::make_stride_invariance,
-                      detail::make_determinism, detail::make_dtype_consistency, detail::make_edge_shapes,
-                      detail::make_vmap_consistency, detail::make_autocast_consistency, detail::make_error_inputs,
-                      detail::make_reference_agreement, detail::make_test_aot_dispatch_dynamic,
-                      detail::make_memory_safety, detail::make_thread_safety, detail::make_device_consistency}) {
+    using Factory = std::unique_ptr<Check> (*)();
+#define OPCONFORM_CHECK_FACTORY(name) std::pair<std::string_view, Factory>{#name, detail::make_##name},
+    for (auto [listed, make] : {OPCONFORM_BUILTIN_CHECKS(OPCONFORM_CHECK_FACTORY)}) {
+#undef OPCONFORM_CHECK_FACTORY
       auto check = make();
+      // The list's name is the check's (builtin_checks.h): one name, one check.
+      OPCONFORM_CHECK(check->name() == listed, ErrorCode::kInternal, "built-in check '", listed, "' calls itself '",
+                      check->name(), "'");
       std::string name(check->name());
       created->emplace(std::move(name), std::move(check));
     }

@@ -39,6 +39,87 @@ CheckResult device_fault_on(CheckResult r, const std::string& fault) {
   return r;
 }
 
+// One check on one sample: the check's result, a failed one when the check threw (a check must
+// not throw for a finding; if one escapes, it is still reported, not lost), crashed when the
+// device faulted (Note [A CUDA fault ends the search]).
+CheckResult run_on(const Check& check, const std::string& name, const CheckContext& ctx) {
+  CheckResult r;
+  try {
+    r = check.run(ctx);
+  } catch (const std::exception& e) {
+    r = CheckResult{name, Outcome::failed, "check '" + name + "' on '" + ctx.op.name() + "' threw: " + e.what(), "", {}};
+  }
+  if (r.check.empty()) r.check = name;
+  if (const auto fault = cuda::device_fault()) r = device_fault_on(r, *fault);
+  return r;
+}
+
+// Note [One result per check]: both opcheck overloads turn a check's per-sample results into its
+// result here, and only here. The first failure (failed, or crashed: a device fault) ends the
+// samples and is the result. Otherwise a sample the check could not run (unsupported,
+// timed_out) must not read "passed" (the worst of them wins); a check whose comparisons proved
+// nothing on every sample it ran is mistrusted, but one passing sample outweighs mistrusted ones;
+// a check skipped on every sample is skipped, with the last reason. Every result that is not a
+// pass leaves with a cause (cause_for_outcome where the check set none).
+class SampleOutcomes {
+ public:
+  explicit SampleOutcomes(std::string check) : check_(std::move(check)) {}
+
+  // Adds sample `index`'s result; false when it ends the samples (a failure).
+  bool add(CheckResult r, size_t index) {
+    ++added_;
+    if (r.outcome == Outcome::skipped) {
+      last_skip_ = std::move(r);
+      return true;
+    }
+    ran_ = true;
+    if (r.outcome == Outcome::failed || r.outcome == Outcome::crashed) {
+      failure_ = std::move(r);
+      failure_index_ = index;
+      return false;
+    }
+    if (r.outcome == Outcome::passed) {
+      if (!passed_) passed_ = std::move(r);  // its note is the first pass's
+    } else if (r.outcome == Outcome::mistrusted) {
+      mistrusted_ = std::move(r);
+    } else {
+      other_ = other_ ? combine(*other_, r) : std::move(r);
+    }
+    return true;
+  }
+
+  const std::optional<CheckResult>& failure() const { return failure_; }
+  size_t failure_index() const { return failure_index_; }
+
+  // The check's result. A pass over generated samples says how many; over given samples it
+  // keeps the first pass's note.
+  CheckResult result(bool generated) const {
+    if (failure_) return with_cause(*failure_);
+    if (other_) return with_cause(*other_);
+    if (mistrusted_ && !passed_) return with_cause(*mistrusted_);
+    if (!ran_ && last_skip_) return with_cause(*last_skip_);
+    if (!generated && passed_) return *passed_;
+    const std::string note = passed_ ? passed_->message : "";
+    return CheckResult{check_, Outcome::passed,
+                       "passed on " + std::to_string(added_) + " generated samples" +
+                           (note.empty() ? "" : " (first note: " + note + ")"),
+                       "", {}};
+  }
+
+  // Note [One finding per cause] (cause.h): no result that is not a pass goes without a cause.
+  static CheckResult with_cause(CheckResult r) {
+    if (!r.cause && r.outcome != Outcome::passed) r.cause = cause_for_outcome(r.outcome, r.check);
+    return r;
+  }
+
+ private:
+  std::string check_;
+  size_t added_ = 0;
+  bool ran_ = false;
+  std::optional<CheckResult> last_skip_, failure_, passed_, mistrusted_, other_;
+  size_t failure_index_ = 0;
+};
+
 }  // namespace
 
 OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samples, const OpcheckOptions& options,
@@ -50,23 +131,12 @@ OpcheckResults opcheck(const OperatorHandle& op, const std::vector<Sample>& samp
   for (const auto& name : in_run_order(options.test_utils)) {  // Note [Concurrent first calls]
     const Check& check = check_named(name);  // throws for unknown names, listing the known ones
     if (options.on_check_start) options.on_check_start(name);
-    std::optional<CheckResult> combined;
-    for (const Sample& sample : samples) {
-      CheckContext ctx{op, sample, tolerance, registry, options.reference, options.definitions};
-      CheckResult r;
-      try {
-        r = check.run(ctx);
-      } catch (const std::exception& e) {
-        // A check must not throw for a finding; if one escapes, it is still reported, not lost.
-        r = CheckResult{name, Outcome::failed, "check '" + name + "' on '" + op.name() + "' threw: " + e.what(), "", {}};
-      }
-      if (r.check.empty()) r.check = name;
-      const auto fault = cuda::device_fault();  // Note [A CUDA fault ends the search]
-      if (fault) r = device_fault_on(r, *fault);
-      combined = combined ? combine(*combined, r) : r;
-      if (fault) break;  // the later samples would meet the lost context, not their own kernels
+    SampleOutcomes outcomes(name);  // Note [One result per check]
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const CheckContext ctx{op, samples[i], tolerance, registry, options.reference, options.definitions};
+      if (!outcomes.add(run_on(check, name, ctx), i)) break;
     }
-    results[name] = *combined;
+    results[name] = outcomes.result(/*generated=*/false);
     if (options.on_check_done) options.on_check_done(results[name]);
   }
   if (options.raise_exception && !all_ok(results)) {
@@ -96,70 +166,30 @@ OpcheckResults opcheck(const OperatorHandle& op, const GenerateSpec& generated, 
     const std::string& name = names[c];
     if (options.on_check_start) options.on_check_start(name);
     auto run = [&](const Sample& sample) {
-      CheckContext ctx{op, sample, tolerance, registry, options.reference, options.definitions};
-      CheckResult r;
-      try {
-        r = checks[c]->run(ctx);
-      } catch (const std::exception& e) {
-        r = CheckResult{name, Outcome::failed, "check '" + name + "' on '" + op.name() + "' threw: " + e.what(), "", {}};
-      }
-      if (r.check.empty()) r.check = name;
-      if (const auto fault = cuda::device_fault()) r = device_fault_on(r, *fault);  // Note [A CUDA fault ends the search]
-      return r;
+      return run_on(*checks[c], name, CheckContext{op, sample, tolerance, registry, options.reference, options.definitions});
     };
-    // A check that could not run on some sample (unsupported, timed_out) must not read "passed";
-    // one whose comparisons proved nothing on every sample it ran is mistrusted.
-    std::optional<CheckResult> last_skip, first_failure, other, mistrusted;
-    size_t failing_index = 0;
-    bool ran = false, any_passed = false;
-    std::string pass_note;  // what a passing check said it could not try (the first one)
+    SampleOutcomes outcomes(name);  // Note [One result per check]
     for (size_t i = 0; i < samples.size(); ++i) {
-      const Sample& sample = samples[i];
       if (options.on_sample) options.on_sample(i);
-      CheckResult r = run(sample);
-      if (r.outcome == Outcome::skipped) {
-        last_skip = r;
-        continue;
-      }
-      ran = true;
-      if (r.outcome == Outcome::failed || r.outcome == Outcome::crashed) {
-        r.minimal_input = description_of(sample, op.schema()) + " (the first failing sample, not shrunk)";
-        first_failure = r;
-        failing_index = i;
-        break;
-      }
-      if (r.outcome == Outcome::passed) {
-        any_passed = true;
-        if (pass_note.empty()) pass_note = r.message;
-      }
-      else if (r.outcome == Outcome::mistrusted) mistrusted = r;
-      else other = other ? combine(*other, r) : r;
+      if (!outcomes.add(run(samples[i]), i)) break;
     }
-    if (!other && mistrusted && !any_passed) other = mistrusted;
-    if (first_failure && cuda::device_fault()) {
-      first_failure->minimal_input = description_of(samples[failing_index], op.schema()) +
-                                     " (the sample during which the device faulted; a lost CUDA context runs no smaller one)";
-      results[name] = *first_failure;
-    } else if (first_failure) {
-      if (options.on_sample) options.on_sample(OpcheckOptions::kShrinking);
-      auto shrunk = find_failure(op, run, spec);
-      CheckResult r = shrunk ? shrunk->result : *first_failure;
-      r.check = name;
-      if (r.repro.empty()) {
-        r.repro = concat("OPCONFORM_SEED=", spec.seed, " ",
-                         spec.replay_command.empty() ? program_path() : spec.replay_command);
+    CheckResult r = outcomes.result(/*generated=*/true);
+    if (outcomes.failure()) {
+      const std::string failing = description_of(samples[outcomes.failure_index()], op.schema());
+      if (cuda::device_fault()) {
+        r.minimal_input = failing + " (the sample during which the device faulted; a lost CUDA context runs no smaller one)";
+      } else {
+        r.minimal_input = failing + " (the first failing sample, not shrunk)";
+        if (options.on_sample) options.on_sample(OpcheckOptions::kShrinking);
+        if (auto shrunk = find_failure(op, run, spec)) r = SampleOutcomes::with_cause(shrunk->result);
+        r.check = name;
+        if (r.repro.empty()) {
+          r.repro = concat("OPCONFORM_SEED=", spec.seed, " ",
+                           spec.replay_command.empty() ? program_path() : spec.replay_command);
+        }
       }
-      results[name] = r;
-    } else if (other) {
-      results[name] = *other;
-    } else if (!ran && last_skip) {
-      results[name] = *last_skip;
-    } else {
-      results[name] = CheckResult{name, Outcome::passed,
-                                  "passed on " + std::to_string(samples.size()) + " generated samples" +
-                                      (pass_note.empty() ? "" : " (first note: " + pass_note + ")"),
-                                  "", {}};
     }
+    results[name] = r;
     if (options.on_check_done) options.on_check_done(results[name]);
   }
   if (options.raise_exception && !all_ok(results)) {

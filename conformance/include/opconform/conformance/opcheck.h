@@ -5,8 +5,10 @@
 //
 // Options mirror PyTorch's, defaults included: test_utils (which checks), raise_exception (true:
 // throw OpcheckError with every failure's message, as torch.library.opcheck does; false: return
-// the results), atol/rtol (both or neither, as in PyTorch; 0 means 0). Each check runs on every sample; the result
-// per check is the worst over the samples (combine()).
+// the results), atol/rtol (both or neither, as in PyTorch; 0 means 0). Each check runs on every sample (until one
+// fails); both overloads make one result per check the same way (Note [One result per check] in opcheck.cpp):
+// the first failure, else the worst sample the check could not run, else mistrusted when no sample passed,
+// else passed; skipped when every sample was. Every result that is not a pass has a cause (cause.h).
 #pragma once
 
 #include <functional>

@@ -7,9 +7,8 @@
 // a small overrun corrupts nothing any check reads.
 #include <algorithm>
 
-#include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
-#include "opconform/conformance/detail/observables.h"
+#include "opconform/conformance/detail/check_kit.h"
 #include "opconform/core/memory_guard.h"
 
 namespace opconform::conformance::detail {
@@ -47,18 +46,39 @@ BufferNames buffer_names(const OperatorHandle& op, const Stack& args, const Stac
   return out;
 }
 
-std::string buffer_name(const Finding& f, const BufferNames& names) {
-  for (const auto& [data, name] : names)
-    if (data == f.data) return name;
-  return concat("a ", f.nbytes, "-byte buffer the kernel allocated", f.freed ? " and freed" : "");
-}
-
 std::string verb(Access a) {
   switch (a) {
     case Access::read: return "read";
     case Access::write: return "wrote";
     default: return "read or wrote";
   }
+}
+
+std::string buffer_name(const Finding& f, const BufferNames& names) {
+  for (const auto& [data, name] : names)
+    if (data == f.data) return name;
+  return concat("a ", f.nbytes, "-byte buffer the kernel allocated", f.freed ? " and freed" : "");
+}
+
+// The buffer as a cause names it: the argument ("self"), the output ("output 0"), or "a temporary"
+// (its size depends on the sample).
+std::string buffer_subject(const Finding& f, const BufferNames& names) {
+  for (const auto& [data, name] : names)
+    if (data == f.data) return observable_subject(name);
+  return "a temporary";
+}
+
+// What the kernel did, without the bytes: "wrote past the end of self".
+Cause cause_of(const Finding& f, const BufferNames& names) {
+  const std::string buffer = buffer_subject(f, names);
+  std::string title;
+  switch (f.kind) {
+    case Finding::Kind::wrote_before: title = concat("wrote before the start of ", buffer); break;
+    case Finding::Kind::wrote_after: title = concat("wrote past the end of ", buffer); break;
+    case Finding::Kind::touched_after: title = concat(verb(f.access), " past the end of ", buffer); break;
+    case Finding::Kind::touched_before: title = concat(verb(f.access), " before the start of ", buffer); break;
+  }
+  return Cause{FindingKind::out_of_bounds, buffer, title};
 }
 
 std::string explain(const Finding& f, const BufferNames& names) {
@@ -84,19 +104,20 @@ class MemorySafety final : public Check {
   std::string_view name() const override { return "memory_safety"; }
 
   CheckResult run(const CheckContext& ctx) const override {
-    const SampleText sample(ctx.sample.args, ctx.op);
+    const CheckRun k(name(), ctx);
     bool on_cuda = false;
     for (const IValue& v : ctx.sample.args)
       if (v.is_tensor() && v.to_tensor().defined() && v.to_tensor().device().is_cuda()) on_cuda = true;
 
     std::vector<std::string> problems;
+    std::optional<Cause> first;
     std::optional<Error> error;
     size_t guarded = 0;
     // Guard pages are host memory: a CUDA sample gets the guard bytes only.
     for (Placement placement : {Placement::guard_bytes, Placement::guard_pages}) {
       if (placement == Placement::guard_pages && on_cuda) continue;
       GuardScope scope(placement);
-      Stack args = clone_args(ctx.sample.args);  // the clones' memory is guarded too
+      Stack args = k.clone();  // the clones' memory is guarded too
       Stack returns;
       try {
         returns = call(ctx.op, args);
@@ -107,22 +128,22 @@ class MemorySafety final : public Check {
       const BufferNames names = buffer_names(ctx.op, args, returns);
       for (const Finding& f : scope.findings()) {
         std::string what = explain(f, names);
+        if (!first) first = cause_of(f, names);
         if (std::find(problems.begin(), problems.end(), what) == problems.end()) problems.push_back(std::move(what));
       }
     }
     if (!problems.empty()) {
       std::string joined;
       for (const auto& p : problems) joined += (joined.empty() ? "" : "; ") + p;
-      return make_result(name(), Outcome::failed,
-                         concat("memory_safety of '", ctx.op.name(), "': the kernel ", joined,
-                                ". Such a kernel corrupts memory no comparison reads. Sample: ", sample, "."),
-                         ctx.op.name(), sample);
+      return k.failed(*first, concat("memory_safety of '", ctx.op.name(), "': the kernel ", joined,
+                                     ". Such a kernel corrupts memory no comparison reads. Sample: ", k.sample(), "."));
     }
-    if (error) return operator_threw(std::string(name()), ctx.op.name(), *error, sample, "the guarded run");
+    if (error) return k.threw(*error, "the guarded run");
     if (guarded == 0) {
-      return make_result(name(), Outcome::skipped, "the sample and the results hold no memory to guard (empty or data-less tensors)");
+      return k.skipped("the sample and the results hold no memory to guard (empty or data-less tensors)", "no_memory",
+                       "no memory to guard");
     }
-    return make_result(name(), Outcome::passed, "");
+    return k.passed();
   }
 };
 

@@ -8,16 +8,14 @@
 // the reference says an output differs between CPU and the sample's device semantics, that output
 // is not compared across devices — reference_agreement checks it against the device's own rule —
 // and the result says which outputs were left out.
-#include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
-#include "opconform/conformance/detail/observables.h"
+#include "opconform/conformance/detail/check_kit.h"
 #include "opconform/core/device_semantics.h"
 
-namespace opconform::conformance {
+namespace opconform::conformance::detail {
 namespace {
 
 using opconform::detail::concat;
-using namespace detail;
 
 std::optional<Device> sample_device(const Stack& args) {
   std::optional<Device> device;
@@ -59,42 +57,42 @@ class DeviceConsistency final : public Check {
  public:
   std::string_view name() const override { return "device_consistency"; }
   CheckResult run(const CheckContext& ctx) const override {
+    const CheckRun k(name(), ctx);
     if (ctx.op.has_tag(Tag::nondeterministic_seeded)) {  // found on an H200: aten::native_dropout
-      return make_result(name(), Outcome::skipped,
-                         concat("'", ctx.op.name(), "' draws random numbers (nondeterministic_seeded): each device has "
-                                "its own generator, so their results cannot be compared"));
+      return k.skipped(concat("'", ctx.op.name(), "' draws random numbers (nondeterministic_seeded): each device has "
+                              "its own generator, so their results cannot be compared"),
+                       "nondeterministic_seeded", "the op draws random numbers");
     }
     const Stack& args = ctx.sample.args;
     const std::optional<Device> device = sample_device(args);
     if (!device) {
-      return make_result(name(), Outcome::skipped,
-                         "the sample is on the CPU: device_consistency compares another device's kernel with the "
-                         "CPU kernel, on that device's cases (--device cuda)");
+      return k.skipped("the sample is on the CPU: device_consistency compares another device's kernel with the "
+                       "CPU kernel, on that device's cases (--device cuda)",
+                       "cpu", "the sample is on the CPU");
     }
     if (!ctx.op.has_kernel_for(DispatchKey::CPU)) {
-      return make_result(name(), Outcome::unsupported,
-                         concat("'", ctx.op.name(), "' has a kernel for ", device->to_string(),
-                                " but none for the CPU: there is nothing to compare it with"));
+      return k.unsupported(concat("'", ctx.op.name(), "' has a kernel for ", device->to_string(),
+                                  " but none for the CPU: there is nothing to compare it with"),
+                           Cause{FindingKind::not_implemented, "CPU kernel", "no CPU kernel to compare with"});
     }
-    const std::string sample = describe(args, arg_names(ctx.op));
     const Stack cpu_args = on_cpu(args);
-    Run there = run_op(ctx.op, clone_args(args));
+    Run there = k.run();
     Run here = run_op(ctx.op, clone_args(cpu_args));
     const std::string where = concat("device_consistency of '", ctx.op.name(), "' (", device->to_string(), " vs cpu): ");
     for (const Run* r : {&there, &here}) {
       if (r->error && r->error->code() == ErrorCode::kNotImplemented && !(there.error && here.error)) {
-        return make_result(name(), Outcome::unsupported,
-                           concat("'", ctx.op.name(), "' is not implemented on ", r == &there ? device->to_string() : "cpu",
-                                  " for this sample: ", r->error->what()));
+        return k.unsupported(concat("'", ctx.op.name(), "' is not implemented on ", r == &there ? device->to_string() : "cpu",
+                                    " for this sample: ", r->error->what()),
+                             not_implemented_cause(*r->error));
       }
     }
-    if (there.error && here.error) return make_result(name(), Outcome::passed, "");  // both reject it
+    if (there.error && here.error) return k.passed();  // both reject it
     if (there.error || here.error) {
-      return make_result(name(), Outcome::failed,
-                         concat(where, "the ", there.error ? device->to_string() : std::string("cpu"),
-                                " kernel threw where the other returned: ", (there.error ? there.error : here.error)->what(),
-                                " Sample: ", sample, "."),
-                         ctx.op.name(), sample);
+      const std::string thrower = there.error ? device->to_string() : std::string("cpu");
+      return k.failed(Cause{FindingKind::threw, concat(there.error ? "device" : "cpu", " kernel"),
+                            concat("the ", there.error ? "device" : "cpu", " kernel throws where the other returns")},
+                      concat(where, "the ", thrower, " kernel threw where the other returned: ",
+                             (there.error ? there.error : here.error)->what(), " Sample: ", k.sample(), "."));
     }
     // Note [Device consistency and device semantics]
     const std::vector<std::string> left_out = device_dependent(ctx, cpu_args, *device);
@@ -104,26 +102,21 @@ class DeviceConsistency final : public Check {
     };
     const Verdict v = compare_observables(ctx.op, keep(there.seen), keep(here.seen), ctx.tolerance, Exactness::tolerance);
     if (!v.equal) {
-      return make_result(name(), Outcome::failed,
-                         concat(where, "the two kernels differ: ", v.what, ". Sample: ", sample, "."), ctx.op.name(),
-                         sample);
+      return k.failed(mismatch_cause(v, "the device and cpu kernels differ"),
+                      concat(where, "the two kernels differ: ", v.what, ". Sample: ", k.sample(), "."));
     }
     if (v.mistrusted) {
-      return make_result(name(), Outcome::mistrusted,
-                         concat("every compared value is zero or NaN on this sample, so agreement proves nothing. Sample: ",
-                                sample, "."));
+      return k.mistrusted(concat("every compared value is zero or NaN on this sample, so agreement proves nothing. Sample: ",
+                                 k.sample(), "."));
     }
     std::string note;
     for (const auto& label : left_out) note += (note.empty() ? "" : ", ") + label;
-    return make_result(name(), Outcome::passed,
-                       note.empty() ? "" : concat("not compared (device-dependent semantics): ", note));
+    return k.passed(note.empty() ? "" : concat("not compared (device-dependent semantics): ", note));
   }
 };
 
 }  // namespace
 
-namespace detail {
 std::unique_ptr<Check> make_device_consistency() { return std::make_unique<DeviceConsistency>(); }
-}  // namespace detail
 
-}  // namespace opconform::conformance
+}  // namespace opconform::conformance::detail

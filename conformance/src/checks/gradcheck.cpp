@@ -37,10 +37,9 @@
 #include <sstream>
 #include <variant>
 
-#include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
+#include "opconform/conformance/detail/check_kit.h"
 #include "opconform/conformance/detail/missing_backward.h"
-#include "opconform/conformance/detail/observables.h"
 #include "opconform/conformance/sample.h"
 #include "opconform/conformance/tolerance.h"
 #include "opconform/core/autograd.h"
@@ -80,6 +79,7 @@ struct Variable {
   Device device;
   std::vector<double> values;  // row-major
   DType dtype = DType::Float64;  // what the op sees (GradcheckOptions::dtype)
+  std::string subject;           // for causes: "x" (the argument), "grad_output of output 0"
 
   Tensor make(const std::vector<double>& v) const { return from_vector<double>(v, sizes).to(dtype, device); }
   Tensor make() const { return make(values); }
@@ -92,6 +92,7 @@ struct Problem {
   std::string sample;   // the sample's description, for messages
   std::vector<Variable> inputs;
   std::vector<std::string> output_names;  // one per output of F
+  std::vector<std::string> output_subjects;  // for causes: "output 0", "the gradient of x"
   // F on plain tensors (no graph needed): one tensor per output, any floating dtype.
   std::function<std::vector<Tensor>(const std::vector<Tensor>&)> evaluate;
   // F recorded for backward on leaves that require grad. An output that does not require grad is
@@ -99,15 +100,33 @@ struct Problem {
   std::function<std::vector<Tensor>(const std::vector<Tensor>&)> record;
 };
 
-CheckResult result(const Problem& p, Outcome outcome, std::string message) {
+CheckResult result(const Problem& p, Outcome outcome, std::string message, std::optional<Cause> cause) {
   CheckResult r;
   r.check = p.check;
   r.outcome = outcome;
   r.message = std::move(message);
-  if (outcome == Outcome::failed) {
-    r.repro = p.check + "(registry.get(\"" + p.op_name + "\"), {" + p.sample + "})";
-  }
+  r.cause = std::move(cause);
+  if (outcome == Outcome::failed) r.repro = ::opconform::conformance::detail::repro_line(p.check, p.op_name, p.sample);
   return r;
+}
+
+CheckResult passed(const Problem& p) { return result(p, Outcome::passed, "", std::nullopt); }
+
+// Why a sample cannot judge the gradient: not_applicable, `title` without values.
+CheckResult skipped(const Problem& p, std::string message, std::string subject, std::string title) {
+  return result(p, Outcome::skipped, std::move(message),
+                Cause{FindingKind::not_applicable, std::move(subject), std::move(title)});
+}
+
+CheckResult failed(const Problem& p, FindingKind kind, std::string subject, std::string title, std::string message) {
+  return result(p, Outcome::failed, std::move(message), Cause{kind, std::move(subject), std::move(title)});
+}
+
+// The cause of a wrong gradient of output k with respect to input i.
+CheckResult wrong_gradient(const Problem& p, size_t k, size_t i, std::string message) {
+  return failed(p, FindingKind::wrong_gradient, p.inputs[i].subject,
+                concat("the gradient of ", p.output_subjects.at(k), " with respect to ", p.inputs[i].subject, " is wrong"),
+                std::move(message));
 }
 
 std::vector<double> values_of(const Tensor& t) {
@@ -133,7 +152,7 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
 // A gradient must look like its input: same shape, float64 (the inputs are float64 copies).
 // Runs the same backward again: a different result means the backward keeps state between
 // calls (reentrancy). `which` says which grad_outputs were used, for the message.
-std::optional<std::string> reentrancy_problem(const Problem& p, const std::vector<Tensor>& grads,
+std::optional<CheckResult> reentrancy_problem(const Problem& p, const std::vector<Tensor>& grads,
                                               const std::vector<Tensor>& outputs, const std::vector<Tensor>& gos,
                                               const std::vector<Tensor>& leaves, const std::string& which) {
   std::vector<Tensor> again = backward(outputs, gos, leaves);
@@ -141,27 +160,33 @@ std::optional<std::string> reentrancy_problem(const Problem& p, const std::vecto
     // Bitwise: a NaN gradient computed twice is the same result (NaN != NaN as a double).
     if (grads[i].defined() != again[i].defined() ||
         (grads[i].defined() && !bitwise_equal(grads[i], again[i]))) {
-      return concat(p.check, " of '", p.op_name, "': backward is not reentrant: the same grad_outputs (", which,
+      return failed(p, FindingKind::nondeterminism, p.inputs[i].subject,
+                    concat("backward is not reentrant: the same grad_outputs give different gradients of ", p.inputs[i].subject),
+                    concat(p.check, " of '", p.op_name, "': backward is not reentrant: the same grad_outputs (", which,
                     ") gave different gradients of ", p.inputs[i].name,
                     " on a second backward. Backward must be a pure function of its saved values and grad_outputs "
-                    "(no counters, no state kept between calls). Sample: ", p.sample, ".");
+                    "(no counters, no state kept between calls). Sample: ", p.sample, "."));
     }
   }
   return std::nullopt;
 }
 
-std::optional<std::string> check_gradient_metadata(const Problem& p, const std::vector<Tensor>& grads,
+std::optional<CheckResult> check_gradient_metadata(const Problem& p, const std::vector<Tensor>& grads,
                                                    const std::vector<Tensor>& leaves, bool check_dtype) {
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) continue;
     if (sizes_of(grads[i]) != sizes_of(leaves[i])) {
-      return concat(p.check, " of '", p.op_name, "': the gradient of ", p.inputs[i].name, " has shape ",
-                            shape_string(sizes_of(grads[i])), " but the input has shape ", shape_string(sizes_of(leaves[i])),
-                            "; backward must return one gradient per argument, shaped like it.");
+      return failed(p, FindingKind::shape_mismatch, p.inputs[i].subject,
+                    concat("the gradient of ", p.inputs[i].subject, " is not shaped like it"),
+                    concat(p.check, " of '", p.op_name, "': the gradient of ", p.inputs[i].name, " has shape ",
+                           shape_string(sizes_of(grads[i])), " but the input has shape ", shape_string(sizes_of(leaves[i])),
+                           "; backward must return one gradient per argument, shaped like it."));
     }
     if (check_dtype && grads[i].dtype() != leaves[i].dtype()) {
-      return concat(p.check, " of '", p.op_name, "': the gradient of ", p.inputs[i].name, " has dtype ",
-                            name(grads[i].dtype()), " but the input has dtype ", name(leaves[i].dtype()), ".");
+      return failed(p, FindingKind::dtype_mismatch, p.inputs[i].subject,
+                    concat("the gradient of ", p.inputs[i].subject, " has another dtype than it"),
+                    concat(p.check, " of '", p.op_name, "': the gradient of ", p.inputs[i].name, " has dtype ",
+                           name(grads[i].dtype()), " but the input has dtype ", name(leaves[i].dtype()), "."));
     }
   }
   return std::nullopt;
@@ -297,9 +322,10 @@ std::optional<CheckResult> domain_edge(const Problem& p, const GradcheckOptions&
                                        const std::vector<std::vector<double>>& f_plus, const std::string& what) {
   for (size_t k = 0; k < f_plus.size(); ++k) {
     if (all_finite(f_plus[k]) && all_finite(f_minus.at(k))) continue;
-    return result(p, Outcome::skipped,
-                  concat(p.check, " of '", p.op_name, "': ", what, " lies within eps = ", fmt(o.eps),
-                         " of where the op is undefined (NaN or infinity a step away). Sample: ", p.sample, "."));
+    return skipped(p,
+                   concat(p.check, " of '", p.op_name, "': ", what, " lies within eps = ", fmt(o.eps),
+                          " of where the op is undefined (NaN or infinity a step away). Sample: ", p.sample, "."),
+                   "domain edge", "the sample lies within eps of where the op is undefined");
   }
   return std::nullopt;
 }
@@ -341,36 +367,36 @@ BlockVerdict compare_block(const Problem& p, const GradcheckOptions& o, size_t k
   return v;
 }
 
-// Slow mode: every Jacobian entry. The analytical Jacobian comes one row (one output element)
-// per backward, the numerical one column (one input element) per pair of forwards.
-CheckResult check_slow(const Problem& p, const GradcheckOptions& o, const std::vector<Tensor>& leaves,
-                       const std::vector<Tensor>& outputs) {
-  const size_t n_in = p.inputs.size(), n_out = outputs.size();
-  // analytical[k][i]: rows of output k's elements, columns of input i's elements
-  std::vector<std::vector<std::vector<double>>> analytical(n_out), numerical(n_out);
-  std::vector<std::vector<int64_t>> out_sizes(n_out);
-  for (size_t k = 0; k < n_out; ++k) {
-    out_sizes[k] = sizes_of(outputs[k]);
-    for (size_t i = 0; i < n_in; ++i) {
-      size_t n = static_cast<size_t>(outputs[k].numel() * numel_of(p.inputs[i].sizes));
-      analytical[k].emplace_back(n, 0.0);
-      numerical[k].emplace_back(n, 0.0);
-    }
-  }
+// analytical[k][i]: rows of output k's elements, columns of input i's elements.
+using Jacobians = std::vector<std::vector<std::vector<double>>>;
 
+// Zero Jacobians, one block per (output, input).
+Jacobians zero_jacobians(const Problem& p, const std::vector<Tensor>& outputs) {
+  Jacobians j(outputs.size());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    for (const Variable& in : p.inputs) j[k].emplace_back(static_cast<size_t>(outputs[k].numel() * numel_of(in.sizes)), 0.0);
+  }
+  return j;
+}
+
+// The analytical Jacobian, one row (one output element) per backward; the failure when a
+// gradient has the wrong metadata or the backward is not reentrant.
+std::optional<CheckResult> analytical_jacobian(const Problem& p, const GradcheckOptions& o, const std::vector<Tensor>& leaves,
+                                               const std::vector<Tensor>& outputs, Jacobians& analytical) {
+  const size_t n_in = p.inputs.size(), n_out = outputs.size();
   for (size_t k = 0; k < n_out; ++k) {
     if (!outputs[k].requires_grad()) continue;  // a constant: its analytical rows stay zero
     for (int64_t m = 0; m < outputs[k].numel(); ++m) {
       std::vector<Tensor> gos;
       for (size_t q = 0; q < n_out; ++q) gos.push_back(grad_output_like(outputs[q], q == k ? std::optional(m) : std::nullopt));
       std::vector<Tensor> grads = backward(outputs, gos, leaves);
-      if (auto bad = check_gradient_metadata(p, grads, leaves, o.check_grad_dtypes)) return result(p, Outcome::failed, *bad);
+      if (auto bad = check_gradient_metadata(p, grads, leaves, o.check_grad_dtypes)) return bad;
       // Once per output is enough to see a backward that keeps state.
       if (o.check_reentrancy && m == 0) {
         if (auto bad = reentrancy_problem(p, grads, outputs, gos, leaves,
-                                          concat("one-hot at element ", shape_string(unravel(m, out_sizes[k])), " of ",
-                                                 p.output_names[k]))) {
-          return result(p, Outcome::failed, *bad);
+                                          concat("one-hot at element ", shape_string(unravel(m, sizes_of(outputs[k]))),
+                                                 " of ", p.output_names[k]))) {
+          return bad;
         }
       }
       for (size_t i = 0; i < n_in; ++i) {
@@ -380,6 +406,18 @@ CheckResult check_slow(const Problem& p, const GradcheckOptions& o, const std::v
       }
     }
   }
+  return std::nullopt;
+}
+
+// Slow mode: every Jacobian entry. The analytical Jacobian comes one row (one output element)
+// per backward, the numerical one column (one input element) per pair of forwards.
+CheckResult check_slow(const Problem& p, const GradcheckOptions& o, const std::vector<Tensor>& leaves,
+                       const std::vector<Tensor>& outputs) {
+  const size_t n_in = p.inputs.size(), n_out = outputs.size();
+  Jacobians analytical = zero_jacobians(p, outputs), numerical = zero_jacobians(p, outputs);
+  std::vector<std::vector<int64_t>> out_sizes(n_out);
+  for (size_t k = 0; k < n_out; ++k) out_sizes[k] = sizes_of(outputs[k]);
+  if (auto bad = analytical_jacobian(p, o, leaves, outputs, analytical)) return *bad;
 
   std::vector<Tensor> inputs = make_inputs(p);
   const auto f_base = evaluate_values(p, inputs);
@@ -399,7 +437,8 @@ CheckResult check_slow(const Problem& p, const GradcheckOptions& o, const std::v
       std::vector<std::vector<double>> f_half_plus, f_half_minus, f_wide_plus, f_wide_minus;
       for (size_t k = 0; k < n_out; ++k) {
         if (f_plus.at(k).size() != static_cast<size_t>(outputs[k].numel())) {
-          return result(p, Outcome::failed,
+          return failed(p, FindingKind::shape_mismatch, p.output_subjects[k],
+                        concat(p.output_subjects[k], " has another number of elements without a graph than with one"),
                         concat(p.check, " of '", p.op_name, "': ", p.output_names[k], " has ", f_plus[k].size(),
                                        " elements without a graph but ", outputs[k].numel(), " with one."));
         }
@@ -444,7 +483,7 @@ CheckResult check_slow(const Problem& p, const GradcheckOptions& o, const std::v
   for (size_t k = 0; k < n_out; ++k) {
     for (size_t i = 0; i < n_in; ++i) {
       BlockVerdict v = compare_block(p, o, k, i, out_sizes[k], numerical[k][i], analytical[k][i]);
-      if (!v.equal) return result(p, Outcome::failed, v.message);
+      if (!v.equal) return wrong_gradient(p, k, i, v.message);
       ++blocks;
       mistrusted += v.mistrusted ? 1 : 0;
     }
@@ -453,9 +492,10 @@ CheckResult check_slow(const Problem& p, const GradcheckOptions& o, const std::v
     return result(p, Outcome::mistrusted,
                   concat(p.check, " of '", p.op_name, "': every Jacobian entry is zero (or NaN) both ways, ",
                                  "so the comparison proves nothing; use a sample where the output depends on the inputs. Sample: ",
-                                 p.sample, "."));
+                                 p.sample, "."),
+                  Cause{FindingKind::inconclusive, "", "every Jacobian entry is zero (or NaN) both ways"});
   }
-  return result(p, Outcome::passed, "");
+  return passed(p);
 }
 
 // How v^T f_k behaves along u around the sample (input i moved by t u for t in -eps, 0, eps and
@@ -519,10 +559,10 @@ CheckResult check_fast(const Problem& p, const GradcheckOptions& o, const std::v
                            : grad_output_like(outputs[q], std::nullopt));
     }
     std::vector<Tensor> grads = backward(outputs, gos, leaves);
-    if (auto bad = check_gradient_metadata(p, grads, leaves, o.check_grad_dtypes)) return result(p, Outcome::failed, *bad);
+    if (auto bad = check_gradient_metadata(p, grads, leaves, o.check_grad_dtypes)) return *bad;
     if (o.check_reentrancy) {
       if (auto bad = reentrancy_problem(p, grads, outputs, gos, leaves, concat("random ones for ", p.output_names[k]))) {
-        return result(p, Outcome::failed, *bad);
+        return *bad;
       }
     }
     for (size_t i = 0; i < n_in; ++i) analytical[k][i] = dot(values_of(grads[i]), u[i]);
@@ -569,18 +609,19 @@ CheckResult check_fast(const Problem& p, const GradcheckOptions& o, const std::v
       if (along_u == AlongU::rounding) continue;
       if (along_u != AlongU::smooth) {
         if (unjudged) continue;
-        unjudged = result(p, Outcome::skipped,
-                      concat(p.check, " (fast mode) of '", p.op_name, "': the op has a ",
-                             along_u == AlongU::kink ? "kink" : "jump", " within eps = ", fmt(o.eps),
-                             " of this sample along the random direction u for ", p.inputs[i].name,
-                             " (one-sided differences disagree), where finite differences give no derivative; the ",
-                             "sample is too large to check element by element. Sample: ", p.sample, "."));
+        unjudged = skipped(p,
+                       concat(p.check, " (fast mode) of '", p.op_name, "': the op has a ",
+                              along_u == AlongU::kink ? "kink" : "jump", " within eps = ", fmt(o.eps),
+                              " of this sample along the random direction u for ", p.inputs[i].name,
+                              " (one-sided differences disagree), where finite differences give no derivative; the ",
+                              "sample is too large to check element by element. Sample: ", p.sample, "."),
+                       "kink", "the op is not differentiable near this sample, which is too large to check element by element");
         continue;
       }
       // Smooth along u: the backward is wrong. Slow mode names the element where its cost is
       // bearable (seconds at 2^22 entries: only for a finding, never for a kink).
       if (out_elements <= 4096 && entries <= (int64_t{1} << 22)) return check_slow(p, o, leaves, outputs);
-      return result(p, Outcome::failed,
+      return wrong_gradient(p, k, i,
                     concat(p.check, " (fast mode) of '", p.op_name, "': the gradient of ", p.output_names[k],
                            " with respect to ", p.inputs[i].name, " is wrong: v^T J u is ", fmt(numerical),
                            " numerically (central differences, eps ", fmt(o.eps), ") but ", fmt(analytical[k][i]),
@@ -588,7 +629,7 @@ CheckResult check_fast(const Problem& p, const GradcheckOptions& o, const std::v
                            "to locate the element in slow mode. Sample: ", p.sample, "."));
     }
   }
-  return unjudged ? *unjudged : result(p, Outcome::passed, "");
+  return unjudged ? *unjudged : passed(p);
 }
 
 // Note [One Jacobian checker for both orders]
@@ -599,15 +640,17 @@ CheckResult check_jacobian(const Problem& p, const GradcheckOptions& o) {
     const double too_large = o.eps * kLostStep;
     for (const auto& var : p.inputs) {
       if (!all_finite(var.values)) {
-        return result(p, Outcome::skipped,
-                      concat(p.check, " of '", p.op_name, "': ", var.name,
-                             " holds NaN or infinity, where finite differences are undefined. Sample: ", p.sample, "."));
+        return skipped(p,
+                       concat(p.check, " of '", p.op_name, "': ", var.name,
+                              " holds NaN or infinity, where finite differences are undefined. Sample: ", p.sample, "."),
+                       "non-finite input", "an input holds NaN or infinity");
       }
       for (double v : var.values) {
         if (std::abs(v) > too_large) {
-          return result(p, Outcome::skipped,
-                        concat(p.check, " of '", p.op_name, "': ", var.name, " holds ", fmt(v),
-                               ", too large for finite differences with eps ", fmt(o.eps), ". Sample: ", p.sample, "."));
+          return skipped(p,
+                         concat(p.check, " of '", p.op_name, "': ", var.name, " holds ", fmt(v),
+                                ", too large for finite differences with eps ", fmt(o.eps), ". Sample: ", p.sample, "."),
+                         "large input", "an input is too large for finite differences");
         }
       }
     }
@@ -616,10 +659,11 @@ CheckResult check_jacobian(const Problem& p, const GradcheckOptions& o) {
       bool huge = false;
       for (double v : out) huge = huge || std::abs(v) > o.eps * kLostStep;
       if (!all_finite(out) || huge) {
-        return result(p, Outcome::skipped,
-                      concat(p.check, " of '", p.op_name, "': the output at this sample holds NaN, infinity or ",
-                             "values too large for a step of eps to show, ",
-                             "where finite differences are undefined. Sample: ", p.sample, "."));
+        return skipped(p,
+                       concat(p.check, " of '", p.op_name, "': the output at this sample holds NaN, infinity or ",
+                              "values too large for a step of eps to show, ",
+                              "where finite differences are undefined. Sample: ", p.sample, "."),
+                       "non-finite output", "the output holds NaN, infinity or values too large for finite differences");
       }
     }
     // Every input moved by +eps, then by -eps: NaN or infinity there means the sample lies within
@@ -641,17 +685,19 @@ CheckResult check_jacobian(const Problem& p, const GradcheckOptions& o) {
       std::vector<Tensor> zeros;
       for (const Tensor& out : outputs) zeros.push_back(grad_output_like(out, std::nullopt));
       std::vector<Tensor> grads = backward(outputs, zeros, leaves);
-      if (auto bad = check_gradient_metadata(p, grads, leaves, o.check_grad_dtypes)) return result(p, Outcome::failed, *bad);
+      if (auto bad = check_gradient_metadata(p, grads, leaves, o.check_grad_dtypes)) return *bad;
       for (size_t i = 0; i < grads.size(); ++i) {
         for (double g : values_of(grads[i])) {
           if (std::isnan(g) && gradient_overflows(outputs, leaves, i)) {
-            return result(p, Outcome::skipped,
-                          concat(p.check, " of '", p.op_name, "': the gradient of ", p.inputs[i].name,
-                                 " is not finite at this sample (it overflows), so 0 * gradient is NaN and no ",
-                                 "difference quotient can match it. Sample: ", p.sample, "."));
+            return skipped(p,
+                           concat(p.check, " of '", p.op_name, "': the gradient of ", p.inputs[i].name,
+                                  " is not finite at this sample (it overflows), so 0 * gradient is NaN and no ",
+                                  "difference quotient can match it. Sample: ", p.sample, "."),
+                           "gradient overflow", "the gradient overflows at this sample");
           }
           if (g != 0) {
-            return result(p, Outcome::failed,
+            return failed(p, FindingKind::wrong_gradient, p.inputs[i].subject,
+                          concat("zero grad_outputs give a nonzero gradient of ", p.inputs[i].subject),
                           concat(p.check, " of '", p.op_name, "': zero grad_outputs gave a nonzero gradient of ",
                                          p.inputs[i].name, " (", fmt(g), "); backward must be linear in grad_outputs. ",
                                          "Sample: ", p.sample, "."));
@@ -669,7 +715,7 @@ CheckResult check_jacobian(const Problem& p, const GradcheckOptions& o) {
     bool fast = o.fast_mode.value_or(total > o.fast_mode_threshold || out_total > 16 * o.fast_mode_threshold);
     return fast ? check_fast(p, o, leaves, outputs) : check_slow(p, o, leaves, outputs);
   } catch (const Error& e) {
-    return result(p, Outcome::failed,
+    return failed(p, FindingKind::threw, detail::reason_subject(e), "the op or its backward throws",
                   concat(p.check, " of '", p.op_name, "': the op or its backward threw: ", e.what(),
                                  " Sample: ", p.sample, "."));
   }
@@ -742,93 +788,21 @@ std::vector<Tensor> run_op(const OpCall& call, const std::vector<Tensor>& inputs
   return out;
 }
 
-std::string argument_name(const OperatorHandle& op, size_t i) {
-  if (op.has_schema() && i < op.schema().arguments.size()) return op.schema().arguments[i].name;
-  return "arg" + std::to_string(i);
-}
-
-std::vector<std::string> argument_names(const OperatorHandle& op) {
-  std::vector<std::string> names;
-  if (op.has_schema()) {
-    for (const auto& a : op.schema().arguments) names.push_back(a.name);
-  }
-  return names;
-}
-
-CheckResult skipped(std::string check, std::string why) {
+// Skipped before the Problem is made.
+CheckResult skipped(std::string check, std::string why, std::string subject, std::string title) {
   CheckResult r;
   r.check = std::move(check);
   r.outcome = Outcome::skipped;
   r.message = std::move(why);
+  r.cause = Cause{FindingKind::not_applicable, std::move(subject), std::move(title)};
   return r;
 }
 
-// Prepares gradcheck's F. On success `problem` is set; otherwise the skip/failure to return.
-std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, const std::string& check,
-                                   const GradcheckOptions& options, Problem& problem, OpCall& call,
-                                   std::vector<size_t>& diff_outputs) {
-  const double eps = options.eps;
-  call.args = args;
-  // Each floating tensor (a Tensor argument, or an element of a Tensor[] one) becomes a float64
-  // (options.dtype) copy detached from the caller's graph: differentiated when the sample's
-  // tensor requires grad, held constant otherwise (in that dtype too, so mixed-dtype ops see one).
-  auto widen = [&](const Tensor& t, size_t a, std::optional<size_t> element,
-                   const std::string& label) -> std::variant<Tensor, CheckResult> {
-    Tensor copy = t.detach().to(options.dtype).clone();
-    // A constant argument so large that eps is lost next to it swallows the step too.
-    const double too_large = eps * kLostStep;
-    for (double v : values_of(copy)) {
-      if (std::isfinite(v) && std::abs(v) > too_large) {
-        return skipped(check, concat("'", op.name(), "': ", label, " holds ", fmt(v),
-                                     ", too large for finite differences next to it"));
-      }
-    }
-    // An argument the op writes is held constant: differentiating it would need a recorded copy
-    // of the leaf for every evaluation.
-    const bool written = op.has_schema() && a < op.schema().arguments.size() && op.schema().arguments[a].is_write();
-    if (t.requires_grad() && !written) {
-      call.slots.push_back({a, element});
-      problem.inputs.push_back(Variable{label, sizes_of(copy), copy.device(), values_of(copy), options.dtype});
-    }
-    return copy;
-  };
-  for (size_t a = 0; a < args.size(); ++a) {
-    const std::string arg = "input '" + argument_name(op, a) + "'";
-    if (args[a].is_tensor()) {
-      const Tensor& t = args[a].to_tensor();
-      if (!t.defined() || !is_floating(t.dtype())) continue;
-      auto w = widen(t, a, std::nullopt, arg + " (argument " + std::to_string(a) + ")");
-      if (auto* r = std::get_if<CheckResult>(&w)) return *r;
-      call.args[a] = IValue(std::get<Tensor>(w));
-    } else if (args[a].is_tensor_list()) {
-      std::vector<Tensor> list = args[a].to_tensor_list();
-      for (size_t e = 0; e < list.size(); ++e) {
-        if (!list[e].defined() || !is_floating(list[e].dtype())) continue;
-        auto w = widen(list[e], a, e, concat(arg, "[", e, "] (argument ", a, ")"));
-        if (auto* r = std::get_if<CheckResult>(&w)) return *r;
-        list[e] = std::get<Tensor>(w);
-      }
-      call.args[a] = IValue(std::move(list));
-    }
-  }
-  problem.check = check;
-  problem.op_name = op.name();
-  problem.sample = describe(args, argument_names(op));
-  if (op.has_schema() && op.schema().kind() == SchemaKind::kOut) {
-    return skipped(check, concat("'", op.name(), "' is an out= operator: those do not support automatic ",
-                                 "differentiation (as in PyTorch); its functional overload is differentiated"));
-  }
-  if (problem.inputs.empty()) {
-    const bool complex_input = std::any_of(args.begin(), args.end(), [](const IValue& v) {
-      return v.is_tensor() && v.to_tensor().defined() && is_complex(v.to_tensor().dtype()) && v.to_tensor().requires_grad();
-    });
-    if (complex_input) {
-      return skipped(check, concat("'", op.name(), "': its inputs that require grad are complex, which ", check,
-                                   " does not differentiate yet (real Jacobians only): the gradient is untested here"));
-    }
-    return skipped(check, concat("'", op.name(), "': no floating tensor argument of the sample requires grad"));
-  }
-
+// Which outputs of gradcheck's F are differentiable: those a recorded call marks as requiring
+// grad. Sets `diff_outputs` and the problem's output names; otherwise the skip/failure to return.
+std::optional<CheckResult> differentiable_outputs(const OperatorHandle& op, const std::string& check,
+                                                  const GradcheckOptions& options, Problem& problem, const OpCall& call,
+                                                  std::vector<size_t>& diff_outputs) {
   // Which outputs are differentiable: those a recorded call marks as requiring grad.
   std::vector<Tensor> leaves;
   for (const auto& var : problem.inputs) leaves.push_back(var.make().set_requires_grad(true));
@@ -842,16 +816,19 @@ std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, 
     // A library without kernels in this dtype: not a wrong gradient (Note [Gradcheck below float64]).
     if (e.code() == ErrorCode::kNotImplemented) {
       return result(problem, Outcome::unsupported, concat(check, " of '", op.name(), "': the op does not take this sample in ",
-                                                          name(options.dtype), ": ", e.what()));
+                                                          name(options.dtype), ": ", e.what()),
+                    detail::not_implemented_cause(e));
     }
-    return result(problem, Outcome::failed, concat(check, " of '", op.name(), "': the op threw on ", name(options.dtype),
-                                                   " inputs that require grad: ", e.what(), " Sample: ", problem.sample, "."));
+    return failed(problem, FindingKind::threw, detail::reason_subject(e), "the op throws on inputs that require grad",
+                  concat(check, " of '", op.name(), "': the op threw on ", name(options.dtype),
+                         " inputs that require grad: ", e.what(), " Sample: ", problem.sample, "."));
   }
   for (size_t j = 0; j < named.size(); ++j) {
     const Tensor& t = named[j].second;
     if (t.defined() && is_floating(t.dtype()) && t.requires_grad()) {
       diff_outputs.push_back(j);
       problem.output_names.push_back(named[j].first);
+      problem.output_subjects.push_back(detail::observable_subject(named[j].first));
     }
   }
   if (diff_outputs.empty()) {
@@ -862,12 +839,87 @@ std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, 
     });
     if (complex_output) {
       return skipped(check, concat("'", op.name(), "': its differentiable outputs are complex, which ", check,
-                                   " does not differentiate yet (real Jacobians only): the gradient is untested here"));
+                                   " does not differentiate yet (real Jacobians only): the gradient is untested here"),
+                     "complex", "complex outputs are not differentiated yet");
     }
     return skipped(check, concat("'", op.name(), "' has no differentiable output for this sample (no floating ",
-                                         "output requires grad: no autograd kernel, or only integer outputs)"));
+                                 "output requires grad: no autograd kernel, or only integer outputs)"),
+                   "no differentiable output", "no differentiable output");
   }
   return std::nullopt;
+}
+
+// Prepares gradcheck's F. On success `problem` is set; otherwise the skip/failure to return.
+std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, const std::string& check,
+                                   const GradcheckOptions& options, Problem& problem, OpCall& call,
+                                   std::vector<size_t>& diff_outputs) {
+  const double eps = options.eps;
+  call.args = args;
+  // Each floating tensor (a Tensor argument, or an element of a Tensor[] one) becomes a float64
+  // (options.dtype) copy detached from the caller's graph: differentiated when the sample's
+  // tensor requires grad, held constant otherwise (in that dtype too, so mixed-dtype ops see one).
+  auto widen = [&](const Tensor& t, size_t a, std::optional<size_t> element,
+                   const std::string& label, const std::string& subject) -> std::variant<Tensor, CheckResult> {
+    Tensor copy = t.detach().to(options.dtype).clone();
+    // A constant argument so large that eps is lost next to it swallows the step too.
+    const double too_large = eps * kLostStep;
+    for (double v : values_of(copy)) {
+      if (std::isfinite(v) && std::abs(v) > too_large) {
+        return skipped(check, concat("'", op.name(), "': ", label, " holds ", fmt(v),
+                                     ", too large for finite differences next to it"),
+                       "large input", "an input is too large for finite differences");
+      }
+    }
+    // An argument the op writes is held constant: differentiating it would need a recorded copy
+    // of the leaf for every evaluation.
+    const bool written = op.has_schema() && a < op.schema().arguments.size() && op.schema().arguments[a].is_write();
+    if (t.requires_grad() && !written) {
+      call.slots.push_back({a, element});
+      problem.inputs.push_back(Variable{label, sizes_of(copy), copy.device(), values_of(copy), options.dtype, subject});
+    }
+    return copy;
+  };
+  for (size_t a = 0; a < args.size(); ++a) {
+    const std::string arg = "input '" + detail::arg_name(op, a) + "'";
+    if (args[a].is_tensor()) {
+      const Tensor& t = args[a].to_tensor();
+      if (!t.defined() || !is_floating(t.dtype())) continue;
+      auto w = widen(t, a, std::nullopt, arg + " (argument " + std::to_string(a) + ")", detail::arg_name(op, a));
+      if (auto* r = std::get_if<CheckResult>(&w)) return *r;
+      call.args[a] = IValue(std::get<Tensor>(w));
+    } else if (args[a].is_tensor_list()) {
+      std::vector<Tensor> list = args[a].to_tensor_list();
+      for (size_t e = 0; e < list.size(); ++e) {
+        if (!list[e].defined() || !is_floating(list[e].dtype())) continue;
+        auto w = widen(list[e], a, e, concat(arg, "[", e, "] (argument ", a, ")"), detail::arg_name(op, a));
+        if (auto* r = std::get_if<CheckResult>(&w)) return *r;
+        list[e] = std::get<Tensor>(w);
+      }
+      call.args[a] = IValue(std::move(list));
+    }
+  }
+  problem.check = check;
+  problem.op_name = op.name();
+  problem.sample = describe(args, detail::arg_names(op));
+  if (op.has_schema() && op.schema().kind() == SchemaKind::kOut) {
+    return skipped(check, concat("'", op.name(), "' is an out= operator: those do not support automatic ",
+                                 "differentiation (as in PyTorch); its functional overload is differentiated"),
+                   "out=", "out= operators do not support automatic differentiation");
+  }
+  if (problem.inputs.empty()) {
+    const bool complex_input = std::any_of(args.begin(), args.end(), [](const IValue& v) {
+      return v.is_tensor() && v.to_tensor().defined() && is_complex(v.to_tensor().dtype()) && v.to_tensor().requires_grad();
+    });
+    if (complex_input) {
+      return skipped(check, concat("'", op.name(), "': its inputs that require grad are complex, which ", check,
+                                   " does not differentiate yet (real Jacobians only): the gradient is untested here"),
+                     "complex", "complex inputs are not differentiated yet");
+    }
+    return skipped(check, concat("'", op.name(), "': no floating tensor argument of the sample requires grad"),
+                   "requires_grad", "no floating tensor argument requires grad");
+  }
+
+  return differentiable_outputs(op, check, options, problem, call, diff_outputs);
 }
 
 // Note [Gradients as returned]: a gradient the engine converted to its argument's dtype passes
@@ -875,7 +927,8 @@ std::optional<CheckResult> prepare(const OperatorHandle& op, const Stack& args, 
 CheckResult audited(const Problem& problem, const autograd::GradientAudit& audit, CheckResult r) {
   if (audit.conversions().empty() || r.outcome == Outcome::failed) return r;
   const autograd::ConvertedGradient& c = audit.conversions().front();
-  return result(problem, Outcome::failed,
+  return failed(problem, FindingKind::dtype_mismatch, c.argument,
+                concat("the backward returns a gradient of ", c.argument, " in another dtype than it"),
                 concat(problem.check, " of '", problem.op_name, "': the backward of '", c.op, "' returned a ",
                        name(c.returned), " gradient for argument '", c.argument, "', which is ", name(c.expected),
                        " (the engine converts it, as PyTorch's does, so the values alone would pass a formula that ",
@@ -933,9 +986,10 @@ CheckResult gradgradcheck(const OperatorHandle& op, const Stack& args, const Gra
     // skips such samples too).
     for (size_t k = 0; k < outputs.size(); ++k) {
       if (!all_finite(values_of(outputs[k]))) {
-        return result(second, Outcome::skipped,
-                      concat("gradgradcheck of '", op.name(), "': ", first.output_names[k],
-                             " holds NaN or infinity at this sample. Sample: ", first.sample, "."));
+        return skipped(second,
+                       concat("gradgradcheck of '", op.name(), "': ", first.output_names[k],
+                              " holds NaN or infinity at this sample. Sample: ", first.sample, "."),
+                       "non-finite output", "the output holds NaN or infinity");
       }
     }
     std::mt19937_64 rng(options.seed + 1);
@@ -944,12 +998,16 @@ CheckResult gradgradcheck(const OperatorHandle& op, const Stack& args, const Gra
       std::vector<double> g(static_cast<size_t>(outputs[k].numel()));
       for (auto& x : g) x = normal(rng);
       second.inputs.push_back(Variable{"grad_output of " + first.output_names[k], sizes_of(outputs[k]),
-                                       outputs[k].device(), g, options.dtype});
+                                       outputs[k].device(), g, options.dtype, "grad_output of " + first.output_subjects[k]});
     }
   } catch (const Error& e) {
-    return result(second, Outcome::failed, concat("gradgradcheck of '", op.name(), "': the op threw: ", e.what()));
+    return failed(second, FindingKind::threw, detail::reason_subject(e), "the op throws",
+                  concat("gradgradcheck of '", op.name(), "': the op threw: ", e.what()));
   }
-  for (const auto& var : first.inputs) second.output_names.push_back("the gradient of " + var.name);
+  for (const auto& var : first.inputs) {
+    second.output_names.push_back("the gradient of " + var.name);
+    second.output_subjects.push_back("the gradient of " + var.subject);
+  }
 
   // The first backward; with create_graph its result is recorded (second order). Inputs the
   // backward gives no gradient get zeros (a constant).
@@ -985,11 +1043,12 @@ CheckResult gradgradcheck(const OperatorHandle& op, const Stack& args, const Gra
     if (!recorded) {
       return skipped("gradgradcheck",
                      concat("'", op.name(), "' does not support double backward: with create_graph = true its ",
-                                    "backward returns gradients that do not require grad (write the backward with ",
-                                    "differentiable operators to claim it)"));
+                            "backward returns gradients that do not require grad (write the backward with ",
+                            "differentiable operators to claim it)"),
+                     "double backward", "the op does not support double backward");
     }
   } catch (const Error& e) {
-    return result(second, Outcome::failed,
+    return failed(second, FindingKind::threw, "backward", "backward with create_graph = true throws",
                   concat("gradgradcheck of '", op.name(), "': backward with create_graph = true threw: ", e.what(),
                                  " Sample: ", second.sample, "."));
   }

@@ -18,13 +18,14 @@
 //      autograd as they would in a normal call: a CPU kernel composed of differentiable ops is
 //      exactly the bug to catch, and a thread-local exclusion would hide it.
 #include "opconform/conformance/detail/builtin_checks.h"
+#include "opconform/conformance/detail/check_kit.h"
 #include "opconform/conformance/detail/missing_backward.h"
 #include "opconform/core/autograd.h"
 #include "opconform/core/custom_op.h"
 #include "opconform/core/error.h"
 #include "opconform/core/tag.h"
 
-namespace opconform::conformance {
+namespace opconform::conformance::detail {
 namespace {
 
 using ::opconform::detail::concat;
@@ -38,12 +39,8 @@ class TestAutogradRegistration final : public Check {
   std::string_view name() const override { return kName; }
 
   CheckResult run(const CheckContext& ctx) const override {
-    CheckResult result;
-    result.check = std::string(kName);
+    const OpcheckTestRun k(kName, ctx);
     const OperatorHandle& op = ctx.op;
-    const FunctionSchema& schema = op.schema();
-    const std::string sample = description_of(ctx.sample, schema);
-
     std::vector<Tensor> inputs;
     for (const IValue& v : ctx.sample.args) {
       for (const Tensor& t : tensors_in(v)) inputs.push_back(t);
@@ -51,35 +48,31 @@ class TestAutogradRegistration final : public Check {
     bool any_requires_grad = false;
     for (const Tensor& t : inputs) any_requires_grad = any_requires_grad || t.requires_grad();
     if (!any_requires_grad) {
-      result.outcome = Outcome::skipped;
-      result.message = concat("no tensor input of '", op.name(), "' requires grad on this sample (", sample,
-                              "), so there is nothing to check; pass inputs with requires_grad set");
-      return result;
+      return k.skipped(concat("no tensor input of '", op.name(), "' requires grad on this sample (", k.sample(),
+                              "), so there is nothing to check; pass inputs with requires_grad set"),
+                       "requires_grad", "no tensor input requires grad");
     }
     if (op.has_tag(Tag::out)) {
-      result.outcome = Outcome::skipped;
-      result.message = concat("'", op.name(), "' is an out= operator (Tag::out): out= operators do not support autograd");
-      return result;
+      return k.skipped(concat("'", op.name(), "' is an out= operator (Tag::out): out= operators do not support autograd"),
+                       "out=", "out= operators do not support autograd");
     }
-
-    if (auto def = find_custom_op(op.name(), ctx.registry)) return check_custom_op(ctx, *def, sample, result);
-    if (auto gap = detail::missing_backward(ctx, kName)) return *gap;  // Note [Inference-only libraries]
+    if (auto def = find_custom_op(op.name(), ctx.registry)) return check_custom_op(k, *def);
+    if (auto gap = missing_backward(ctx, kName)) return *gap;  // Note [Inference-only libraries]
 
     // A kernel at an autograd key, or a composite that gets autograd from the ops it calls.
-    if (const auto key = detail::autograd_kernel_key(op, inputs)) {
-      result.message = concat("'", op.name(), "' has a kernel registered at ", to_string(*key));
-      return result;
+    if (const auto key = autograd_kernel_key(op, inputs)) {
+      return k.passed(concat("'", op.name(), "' has a kernel registered at ", to_string(*key)));
     }
 
     // No autograd kernel: run below the autograd keys and look for outputs that require grad.
     autograd::EnableGradGuard grad_on;  // a caller's no_grad scope would hide the finding
-    Stack args = clone_args(ctx.sample.args);
+    Stack args = k.clone();
     Stack stack = args;
     try {
       const DispatchKeySet keyset = op.dispatch_keys(stack) - runtime_keys_of(DispatchKey::Autograd);
       op.redispatch_boxed(keyset, stack);
     } catch (const std::exception& e) {
-      return operator_threw(result.check, op.name(), e, sample, "the run below the autograd keys");
+      return k.threw(e, "the run below the autograd keys");
     }
     std::vector<Tensor> arg_tensors;
     for (const IValue& v : args) {
@@ -89,72 +82,58 @@ class TestAutogradRegistration final : public Check {
       for (const Tensor& out : tensors_in(stack[j])) {
         bool is_input = false;
         for (const Tensor& in : arg_tensors) is_input = is_input || out.is_same(in);
-        if (out.requires_grad() && !is_input) {
-          result.outcome = Outcome::failed;
-          result.message = concat(
-              "'", op.name(), "': output ", j, " requires grad, but the operator has no autograd kernel (nothing at "
-              "DispatchKey::Autograd, an Autograd<Backend> key or CompositeImplicitAutograd), sample (", sample,
-              "): autograd was wired at a backend key. The backend kernel records autograd itself, which "
-              "bypasses the dispatcher's autograd layer and may give silently wrong gradients. Register the "
-              "formula at DispatchKey::Autograd (register_autograd), or register a kernel made of other "
-              "operators at CompositeImplicitAutograd.");
-          result.repro = concat("opcheck(\"", op.name(), "\", test_utils={\"", kName, "\"}) on sample: ", sample);
-          return result;
-        }
+        if (!out.requires_grad() || is_input) continue;
+        return k.failed(
+            Cause{FindingKind::missing_registration, "autograd kernel",
+                  "no autograd kernel: autograd is wired at a backend key"},
+            concat("'", op.name(), "': output ", j, " requires grad, but the operator has no autograd kernel (nothing at "
+                   "DispatchKey::Autograd, an Autograd<Backend> key or CompositeImplicitAutograd), sample (", k.sample(),
+                   "): autograd was wired at a backend key. The backend kernel records autograd itself, which "
+                   "bypasses the dispatcher's autograd layer and may give silently wrong gradients. Register the "
+                   "formula at DispatchKey::Autograd (register_autograd), or register a kernel made of other "
+                   "operators at CompositeImplicitAutograd."));
       }
     }
-    result.message = concat("'", op.name(), "' has no autograd kernel and its outputs do not require grad "
-                            "(not differentiable through this registry)");
-    return result;
+    return k.passed(concat("'", op.name(), "' has no autograd kernel and its outputs do not require grad "
+                           "(not differentiable through this registry)"));
   }
 
  private:
-  static CheckResult check_custom_op(const CheckContext& ctx, const CustomOpDef& def, const std::string& sample,
-                                     CheckResult& result) {
-    const OperatorHandle& op = ctx.op;
-    if (def.has_autograd()) {
-      result.message = concat("custom op '", op.name(), "' has a formula (register_autograd)");
-      return result;
-    }
+  static CheckResult check_custom_op(const OpcheckTestRun& k, const CustomOpDef& def) {
+    const OperatorHandle& op = k.op();
+    if (def.has_autograd()) return k.passed(concat("custom op '", op.name(), "' has a formula (register_autograd)"));
     // A formula registered directly at a per-device autograd key also counts.
-    for (const IValue& v : ctx.sample.args) {
+    for (const IValue& v : k.ctx().sample.args) {
       for (const Tensor& t : tensors_in(v)) {
         if (op.has_kernel_at(autograd_key(t.device().type))) {
-          result.message = concat("custom op '", op.name(), "' has a kernel at ", to_string(autograd_key(t.device().type)));
-          return result;
+          return k.passed(concat("custom op '", op.name(), "' has a kernel at ", to_string(autograd_key(t.device().type))));
         }
       }
     }
     // Differentiable outputs? Ran in no-grad mode: only the output dtypes matter here.
-    Stack stack = clone_args(ctx.sample.args);
+    Stack stack = k.clone();
     try {
       autograd::NoGradGuard no_grad;
-      ::opconform::conformance::detail::run_boxed(op, stack);
+      run_boxed(op, stack);
     } catch (const std::exception& e) {
-      return operator_threw(result.check, op.name(), e, sample, "the real run");
+      return k.threw(e, "the real run");
     }
     for (const IValue& v : stack) {
       for (const Tensor& out : tensors_in(v)) {
         if (!is_differentiable(out.dtype())) continue;
-        result.outcome = Outcome::failed;
-        result.message = concat(
-            "custom op '", op.name(), "' has differentiable inputs and outputs but no autograd formula: ",
-            "register_autograd was never called, so backward through it fails (sample: ", sample,
-            "). Call register_autograd(backward, setup_context) on the op (if it is not meant to be "
-            "differentiable, test it with inputs that do not require grad).");
-        result.repro = concat("opcheck(\"", op.name(), "\", test_utils={\"", kName, "\"}) on sample: ", sample);
-        return result;
+        return k.failed(Cause{FindingKind::missing_registration, "backward", "no autograd formula (register_autograd)"},
+                        concat("custom op '", op.name(), "' has differentiable inputs and outputs but no autograd formula: ",
+                               "register_autograd was never called, so backward through it fails (sample: ", k.sample(),
+                               "). Call register_autograd(backward, setup_context) on the op (if it is not meant to be "
+                               "differentiable, test it with inputs that do not require grad)."));
       }
     }
-    result.message = concat("custom op '", op.name(), "' has no floating or complex outputs: nothing to differentiate");
-    return result;
+    return k.passed(concat("custom op '", op.name(), "' has no floating or complex outputs: nothing to differentiate"));
   }
 };
 
 }  // namespace
 
-std::unique_ptr<Check> detail::make_test_autograd_registration() {
-  return std::make_unique<TestAutogradRegistration>();
-}
+std::unique_ptr<Check> make_test_autograd_registration() { return std::make_unique<TestAutogradRegistration>(); }
 
-}  // namespace opconform::conformance
+}  // namespace opconform::conformance::detail

@@ -28,9 +28,8 @@
 #include <mutex>
 #include <thread>
 
-#include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
-#include "opconform/conformance/detail/observables.h"
+#include "opconform/conformance/detail/check_kit.h"
 #include "opconform/core/detail/biased_count.h"
 
 namespace opconform::conformance::detail {
@@ -193,17 +192,18 @@ class ThreadSafety final : public Check {
   std::string_view name() const override { return "thread_safety"; }
 
   CheckResult run(const CheckContext& ctx) const override {
+    const CheckRun k(name(), ctx);
     const std::string& op = ctx.op.name();
     if (ctx.op.has_tag(Tag::not_thread_safe)) {
-      return make_result(name(), Outcome::skipped, concat("'", op, "' is tagged not_thread_safe: it is not called from several threads at once"));
+      return k.skipped(concat("'", op, "' is tagged not_thread_safe: it is not called from several threads at once"),
+                       "not_thread_safe", "the op is tagged not_thread_safe");
     }
     if (ctx.op.has_tag(Tag::nondeterministic_seeded)) {
-      return make_result(name(), Outcome::skipped,
-                         concat("'", op, "' draws random numbers (nondeterministic_seeded): concurrent calls share the "
-                                "process's generator, so their results cannot be compared with sequential ones"));
+      return k.skipped(concat("'", op, "' draws random numbers (nondeterministic_seeded): concurrent calls share the "
+                              "process's generator, so their results cannot be compared with sequential ones"),
+                       "nondeterministic_seeded", "the op draws random numbers");
     }
     const Exactness exactness = ctx.op.has_tag(Tag::nondeterministic_bitwise) ? Exactness::tolerance : Exactness::bitwise;
-    const SampleText sample(ctx.sample.args, ctx.op);
 
     Pool& pool = Pool::of_this_process();
     const int threads = pool.threads();  // Note [As many threads as can run at once]
@@ -219,30 +219,30 @@ class ThreadSafety final : public Check {
       Run alone = run_anything(ctx.op, sequential_inputs[i]);
       const Run& together = concurrent[i];
       if (alone.error && together.error) {
-        if (i == 0) return operator_threw(std::string(name()), op, *alone.error, sample, "a sequential call");
+        if (i == 0) return k.threw(*alone.error, "a sequential call");
         continue;  // a rotated input the op rejects, both ways alike
       }
       std::string differs;
+      std::optional<Cause> cause;
       if (alone.error || together.error) {
         differs = together.error ? concat("threw (", together.error->what(), ") where a sequential call did not")
                                  : concat("did not throw where a sequential call did (", alone.error->what(), ")");
+        cause = Cause{FindingKind::race, "", "a concurrent call and a sequential one disagree on throwing"};
       } else if (Verdict v = compare_observables(ctx.op, together.seen, alone.seen, ctx.tolerance, exactness); !v.equal) {
         differs = concat("differs from a sequential call's (", exactness == Exactness::bitwise ? "bitwise" : "beyond tolerance",
                          "): ", v.what);
+        cause = mismatch_cause(v, "concurrent calls differ from sequential ones", FindingKind::race);
       }
-      if (!differs.empty()) {
-        return make_result(name(), Outcome::failed,
-                           concat("thread_safety of '", op, "': in ", threads, " concurrent calls, thread ", i,
-                                  (i == 0 || !rotate ? " (the sample itself)" : concat(" (the sample rotated by ", i, ")")), " ",
-                                  differs, ". A kernel must not share unsynchronised state between calls (a lazily "
-                                  "filled table, a static buffer); tag the op not_thread_safe if it must be called from "
-                                  "one thread at a time. Sample: ", sample, "."),
-                           op, sample);
+      if (cause) {
+        return k.failed(*cause, concat("thread_safety of '", op, "': in ", threads, " concurrent calls, thread ", i,
+                                       (i == 0 || !rotate ? " (the sample itself)" : concat(" (the sample rotated by ", i, ")")),
+                                       " ", differs, ". A kernel must not share unsynchronised state between calls (a lazily "
+                                       "filled table, a static buffer); tag the op not_thread_safe if it must be called from "
+                                       "one thread at a time. Sample: ", k.sample(), "."));
       }
     }
     // Said in every pass: the number depends on the machine (Note [As many threads as can run at once]).
-    return make_result(name(), Outcome::passed,
-                       concat(threads, " concurrent calls per sample (", pool.why_this_many(), ")"));
+    return k.passed(concat(threads, " concurrent calls per sample (", pool.why_this_many(), ")"));
   }
 };
 
