@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
     const fs::path dir = out / "report";
     opconform::reports::ReportPaths paths;
     paths.dir = dir;
-    paths.markdown = "";  // written below, with the table of numbers
+    paths.given["markdown"] = "";  // written below, with the table of numbers
     opconform::reports::ReportFiles(paths).write(report);
     const std::string table = stats_table(targets, stats, crash_counts, report);
     opconform::reports::write_atomically(dir / "report.md", opconform::reports::to_markdown(report) + table);

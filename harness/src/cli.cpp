@@ -104,6 +104,18 @@ reports::Report read_report(const std::string& path) {
 // How long `list` and `doctor` wait for a library to load (in a child: library_probe.h).
 constexpr double kProbeTimeoutS = 60;
 
+// --json, --junit, ...: one option per report format (Note [The report formats are one list]).
+// CLI11 needs a place per option before parsing; an option given sets paths[flag].
+void add_report_path_options(CLI::App& app, std::map<std::string, std::string, std::less<>>& paths,
+                             const std::string& help_suffix) {
+  for (const reports::ReportFormat& format : reports::report_formats()) {
+    const std::string flag(format.flag);
+    app.add_option_function<std::string>(
+        "--" + flag, [&paths, flag](const std::string& path) { paths[flag] = path; },
+        std::string(format.description) + help_suffix);
+  }
+}
+
 // The flags `run`, `check` and `repro` share.
 struct RunFlags {
   RunRequest request;
@@ -173,10 +185,7 @@ struct RunFlags {
     app.add_option("--report-dir", request.report_dir,
                    "Where report.json, junit.xml, report.md and report.html go")
         ->capture_default_str();
-    app.add_option("--json", request.json, "JSON report path (\"\" to skip)");
-    app.add_option("--junit", request.junit, "JUnit XML report path (\"\" to skip)");
-    app.add_option("--markdown", request.markdown, "Markdown report path (\"\" to skip)");
-    app.add_option("--html", request.html, "HTML report path (\"\" to skip)");
+    add_report_path_options(app, request.report_paths, " path (\"\" to skip)");
     app.add_flag("--verbose,-v", request.verbose, "Print every result in full (message, minimal input, repro line)");
     app.add_flag("--quiet,-q", request.quiet, "No header or progress: only the results that fail the run, the summary and the verdict");
     app.add_option("--color", color, "Colour on the console: auto (a terminal or FORCE_COLOR, never with NO_COLOR), always, never")
@@ -610,10 +619,7 @@ int opconform_main(const std::vector<std::string>& args) {
   auto* merge = report->add_subcommand("merge", "Join shard reports into one (all four formats)");
   merge->add_option("reports", merge_inputs, "The shards' report.json files")->required()->check(CLI::ExistingFile);
   merge->add_option("--report-dir", merge_outputs.report_dir, "Where the merged reports go")->capture_default_str();
-  merge->add_option("--json", merge_outputs.json, "Merged JSON path");
-  merge->add_option("--junit", merge_outputs.junit, "Merged JUnit path");
-  merge->add_option("--markdown", merge_outputs.markdown, "Merged Markdown path");
-  merge->add_option("--html", merge_outputs.html, "Merged HTML path");
+  add_report_path_options(*merge, merge_outputs.report_paths, " path of the merged report");
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -677,7 +683,7 @@ int opconform_main(const std::vector<std::string>& args) {
       if (!in_process) line.insert(line.end(), {"--jobs", "1"});
       // The one case the line names, whole: a CI job's shard variables must not shard it away.
       if (std::find(line.begin(), line.end(), "--shard") == line.end()) line.insert(line.end(), {"--shard", "0/1"});
-      for (const char* extra : {"--json", "", "--junit", "", "--markdown", "", "--html", ""}) line.push_back(extra);
+      for (const reports::ReportFormat& format : reports::report_formats()) line.insert(line.end(), {"--" + std::string(format.flag), ""});
       line.push_back("--verbose");
       return opconform_main(line);
     }

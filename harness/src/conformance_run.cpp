@@ -155,7 +155,7 @@ struct NotDumpable {
 }  // namespace
 
 reports::ReportPaths report_paths(const RunRequest& request) {
-  return {request.report_dir, request.json, request.junit, request.markdown, request.html};
+  return {request.report_dir, request.report_paths};
 }
 
 namespace {

@@ -101,6 +101,17 @@ int open_parent(const std::filesystem::path& shown, const std::filesystem::path&
 
 }  // namespace
 
+// Note [The report formats are one list] (writers.h).
+const std::vector<ReportFormat>& report_formats() {
+  static const std::vector<ReportFormat> formats = {
+      {"json", "report.json", "JSON report", to_json},
+      {"junit", "junit.xml", "JUnit XML report", to_junit},
+      {"markdown", "report.md", "Markdown report", to_markdown},
+      {"html", "report.html", "HTML report", to_html},
+  };
+  return formats;
+}
+
 void write_atomically(const std::filesystem::path& target, std::string_view content) {
   OPCONFORM_CHECK(!target.empty() && target.has_filename(), ErrorCode::kInvalidArgument,
                   "cannot write '", target.string(), "': not a file path");
@@ -116,17 +127,10 @@ void write_atomically(const std::filesystem::path& target, std::string_view cont
 }
 
 ReportFiles::ReportFiles(const ReportPaths& paths) {
-  const struct {
-    const std::optional<std::string>& given;
-    const char* file;
-    std::string (*format)(const Report&);
-  } outputs[] = {{paths.json, "report.json", to_json},
-                 {paths.junit, "junit.xml", to_junit},
-                 {paths.markdown, "report.md", to_markdown},
-                 {paths.html, "report.html", to_html}};
   try {
-    for (const auto& o : outputs) {
-      const std::string shown = o.given ? *o.given : (paths.dir / o.file).string();
+    for (const ReportFormat& o : report_formats()) {
+      const auto given = paths.given.find(o.flag);
+      const std::string shown = given != paths.given.end() ? given->second : (paths.dir / o.file_name).string();
       if (shown.empty()) continue;
       const std::filesystem::path path = std::filesystem::absolute(shown);
       OPCONFORM_CHECK(path.has_filename(), ErrorCode::kInvalidArgument, "cannot write '", shown, "': not a file path");
@@ -137,7 +141,7 @@ ReportFiles::ReportFiles(const ReportPaths& paths) {
       if (dir == dirs_.size()) dirs_.push_back({path.parent_path(), open_parent(shown, path)});
       TempFile probe;  // takes a new file; removed again by its destructor
       create_temp(dirs_[dir].fd, path.filename().string(), shown, probe);
-      files_.push_back({shown, path.filename().string(), dir, o.format});
+      files_.push_back({shown, path.filename().string(), dir, o.write});
     }
   } catch (...) {
     for (auto& d : dirs_) ::close(d.fd);

@@ -2,6 +2,7 @@
 // plan the cases, run them (isolated in workers, or in this process), tell the listeners, write
 // the report files atomically. `opconform run`, `check` and `repro` are this with other defaults.
 #pragma once
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,7 +28,8 @@ struct RunRequest {
   bool keep_going_after_hang = false;  // WorkerOptions::keep_going_after_hang
   SandboxOptions sandbox;               // WorkerOptions::sandbox
   std::string report_dir = "opconform-report";  // default place of the four report files
-  std::optional<std::string> json, junit, markdown, html;  // explicit paths ("" = do not write)
+  // Explicit paths by format flag (reports::report_formats(): "json", "junit", ...; "" = do not write).
+  std::map<std::string, std::string, std::less<>> report_paths;
   bool write_reports = true;
   // The report files opened before the run (the CLI opens them while it checks its arguments);
   // null: run_conformance opens them from the paths above.

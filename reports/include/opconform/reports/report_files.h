@@ -5,6 +5,7 @@
 // swaps a report folder for a symlink during the run does not redirect the reports.
 #pragma once
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,11 +14,11 @@
 
 namespace opconform::reports {
 
-// Each given path, or <dir>/report.json, junit.xml, report.md, report.html where none is given;
-// an empty path skips that format.
+// Each format's given path (by its flag, report_formats() in writers.h), or <dir>/<its file
+// name> where none is given; an empty path skips that format.
 struct ReportPaths {
   std::filesystem::path dir = "opconform-report";
-  std::optional<std::string> json, junit, markdown, html;
+  std::map<std::string, std::string, std::less<>> given;  // "json" -> "out/r.json"
 };
 
 class ReportFiles {

@@ -39,6 +39,18 @@ std::string to_markdown(const Report& report);
 // (outcome, op text, device, dtype).
 std::string to_html(const Report& report);
 
+// Note [The report formats are one list]: every file a run writes is an entry here: its flag
+// (`--json PATH`), its default file name in --report-dir and its writer. ReportFiles, the CLI's
+// flags, `report merge` and `repro` all read this list, so adding a format is its writer, its
+// golden test and one line in report_formats() (reports/src/report_files.cpp).
+struct ReportFormat {
+  std::string_view flag;         // "json": the option --json PATH ("" skips the file)
+  std::string_view file_name;    // "report.json", in --report-dir
+  std::string_view description;  // "JSON report" (the option's help)
+  std::string (*write)(const Report&);
+};
+const std::vector<ReportFormat>& report_formats();
+
 // Writes `content` to `path` through a temporary file in the same directory and a rename (parents
 // created); throws opconform::Error naming the path on failure.
 void write_atomically(const std::filesystem::path& path, std::string_view content);
