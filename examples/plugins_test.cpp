@@ -15,6 +15,7 @@
 
 #include "opconform/conformance/check.h"
 #include "opconform/harness/cli.h"
+#include "opconform/reports/findings.h"
 #include "opconform/reports/writers.h"
 
 namespace opconform {
@@ -87,6 +88,26 @@ TEST(ExamplePlugins, EverySeededBugIsReportedWithItsOutcome) {
       EXPECT_EQ(c.outcome, Outcome::passed) << c.message;
     }
   }
+  // Note [One finding per cause]: each seeded bug sits in its own op, so no finding mixes two
+  // (one op each), and a bug gives at most one finding per check that catches it, whatever the
+  // dtypes and samples.
+  const auto found = reports::findings(r);
+  std::map<std::pair<std::string, std::string>, size_t> per_op_and_check;
+  for (const auto& f : found) {
+    ASSERT_EQ(f.ops.size(), 1u) << f.key;
+    ++per_op_and_check[{f.ops[0], f.check}];
+  }
+  for (const auto& [op_check, n] : per_op_and_check) EXPECT_EQ(n, 1u) << op_check.first << " " << op_check.second;
+  std::set<std::string> ops_with_findings;
+  for (const auto& f : found) ops_with_findings.insert(f.ops[0]);
+  EXPECT_EQ(ops_with_findings, (std::set<std::string>{"aten::mul.Tensor", "aten::neg", "aten::exp", "aten::abs",
+                                                      "aten::sum.dim_IntList", "aten::sin"}));
+  // The same bug over dtypes is one finding: (d)'s undeclared write in every dtype.
+  const auto abs_schema = std::find_if(found.begin(), found.end(), [](const reports::Finding& f) {
+    return f.key == "aten::abs/test_schema/undeclared_mutation/self";
+  });
+  ASSERT_NE(abs_schema, found.end());
+  EXPECT_EQ(abs_schema->dtypes.size(), 3u);
 }
 
 // Bugs that only samples covering the whole input space reach (examples/coverage_plugin/README.md),

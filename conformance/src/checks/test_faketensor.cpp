@@ -126,7 +126,7 @@ std::optional<CheckResult> run_fake(const OpcheckTestRun& k, Runs& runs) {
 void compare_metadata(const Tensor& r, const Tensor& f, const std::string& label, Findings& findings) {
   const std::string subject = observable_subject(label);
   auto mismatch = [&](FindingKind kind, std::string_view what, const std::string& fake_value, const std::string& real_value) {
-    findings.push_back({Cause{kind, subject, concat("the fake kernel gives a wrong ", what, " for ", subject)},
+    findings.push_back({Cause{kind, subject, concat("the fake kernel gives wrong ", what, " for ", subject)},
                         concat(label, " ", what, ": the fake kernel gives ", fake_value, ", the real kernel ", real_value, ".")});
   };
   const std::vector<SymInt> fs = f.sym_sizes(), fst = f.sym_strides();

@@ -27,22 +27,25 @@ CaseResult result_from_json_line(std::string_view line);
 // in it) and one per untested case ("untested[device,dtype]"); each suite's <properties> say what
 // the run was (library, opconform_version, seed, samples, command, shard, fail_on). A result is
 // <failure> (<error> when crashed or timed_out) exactly when report.info.fail_on makes it fail
-// the run, else <skipped> with its message (passed: no child): the XML and the exit status agree.
+// the run and no expectation covers it, else <skipped> with its message (passed: no child): the
+// XML and the exit status agree. Each message ends with its cause key ("[cause KEY]"); stale and
+// expired expectations are test cases of their own.
 std::string to_junit(const Report& report);
-// Markdown summary: totals per outcome, the op x check matrix (worst outcome per cell), every
-// non-passing result with its message, minimal input and repro line, identical failures grouped
-// (Note [Grouped failures] in detail/summary.h).
+// Markdown summary: totals per outcome, the op x check matrix (worst outcome per cell), one
+// section per finding (Note [One finding per cause] in conformance/cause.h: what it covers, the
+// first result's message, minimal input and repro line, every result folded), the unsupported
+// results by cause, the expectations.
 std::string to_markdown(const Report& report);
 // One self-contained HTML file (no external scripts, styles or fonts): the summary, a matrix of
-// ops x checks coloured by outcome and the failures (grouped, each with its message, minimal
-// input and repro line) as static markup, readable with JavaScript off; a script adds filters
+// ops x checks coloured by outcome and one card per finding (its message, minimal input and repro
+// line, its results folded) as static markup, readable with JavaScript off; a script adds filters
 // (outcome, op text, device, dtype).
 std::string to_html(const Report& report);
 
 // Note [The report formats are one list]: every file a run writes is an entry here: its flag
 // (`--json PATH`), its default file name in --report-dir and its writer. ReportFiles, the CLI's
 // flags, `report merge` and `repro` all read this list, so adding a format is its writer, its
-// golden test and one line in report_formats() (reports/src/report_files.cpp).
+// golden test and one line in report_formats() (reports/src/atomic_write.cpp).
 struct ReportFormat {
   std::string_view flag;         // "json": the option --json PATH ("" skips the file)
   std::string_view file_name;    // "report.json", in --report-dir
