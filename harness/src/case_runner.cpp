@@ -24,7 +24,7 @@ namespace {
 // description gives sizes, dtypes and layouts; the values of small tensors are often what makes
 // a kernel crash (an index out of range, a zero divisor), so they are part of the note.
 std::string small_tensor_values(const conformance::Sample& sample, const FunctionSchema& schema) {
-  constexpr int64_t kMaxElements = 16;
+  constexpr int64_t kMaxElements = 32;
   std::string out;
   for (size_t i = 0; i < sample.args.size(); ++i) {
     const Tensor* t = sample.args[i].get_if<Tensor>();

@@ -41,7 +41,7 @@ void on_fatal_signal(int sig, siginfo_t* info, void*) {
     write_text(" at address ");
     write_hex(reinterpret_cast<uintptr_t>(info->si_addr));
   }
-  write_text("; backtrace of the crashing thread (innermost first):\n");
+  write_text("; backtrace of the crashing thread (innermost first; addr2line -f -C -e FILE +OFFSET names a frame):\n");
   void* frames[kMaxFrames];
   const int n = ::backtrace(frames, kMaxFrames);
   // Frame 0 is this handler, frame 1 the signal trampoline: the kernel's frames follow.

@@ -1163,3 +1163,61 @@ TEST(Workers, ADeathBeforeACheckRanASampleRunsItAgainInANewWorker) {
 
 }  // namespace
 }  // namespace opconform::harness
+
+namespace opconform::harness {
+namespace {
+
+// Note [One finding per cause], Note [A crash says where], Note [A crash says its input]: a crash
+// is a result with a typed cause (its signal), the crashing thread's backtrace, the values of its
+// sample's small tensors, and a repro line that keeps the flags that change the verdict.
+TEST_F(Cli, ACrashCarriesItsCauseBacktraceValuesAndAFullReproLine) {
+  EXPECT_EQ(run({"check", "--library", OPCONFORM_MISBEHAVING_PLUGIN, "--ops", "fixture::crash", "--checks", "test_schema",
+                 "--samples", "3", "--jobs", "1", "--timeout", "7"}),
+            1);
+  const auto r = report();
+  ASSERT_EQ(r.results.size(), 1u);
+  const auto& c = r.results[0];
+  ASSERT_EQ(c.outcome, Outcome::crashed);
+  EXPECT_EQ(c.cause_key(), "fixture::crash/test_schema/crash/SIGSEGV");
+  EXPECT_NE(c.message.find("opconform worker: fatal signal SIGSEGV"), std::string::npos) << c.message;
+  EXPECT_NE(c.message.find("backtrace of the crashing thread"), std::string::npos) << c.message;
+  EXPECT_NE(c.message.find("libopconform_misbehaving_plugin.so("), std::string::npos) << c.message;
+  EXPECT_NE(c.repro.find(" --timeout 7 "), std::string::npos) << c.repro;
+  // The sample's tensor has 20 elements: its values are in the note.
+  ASSERT_TRUE(c.minimal_input.has_value());
+  EXPECT_NE(c.minimal_input->find("(values: x = tensor("), std::string::npos) << *c.minimal_input;
+}
+
+// --expect: expected findings do not fail the run; a new one does; a stale entry fails only with
+// --fail-on stale; an expired one always fails; a malformed file is a usage error.
+TEST_F(Cli, AnExpectationsFileGatesTheRunOnNewFindings) {
+  const std::vector<std::string> args = {"check", "--library", OPCONFORM_MISBEHAVING_PLUGIN, "--ops", "fixture::crash",
+                                         "--checks", "test_schema", "--samples", "2", "--jobs", "1"};
+  const auto with_file = [&](const std::string& text, std::vector<std::string> extra = {}) {
+    const fs::path file = dir_ / "expect.txt";
+    std::ofstream(file) << text;
+    auto a = args;
+    a.insert(a.end(), {"--expect", file.string()});
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run(a);
+  };
+  EXPECT_EQ(run(args), 1);
+  EXPECT_EQ(with_file("cause=fixture::crash/test_schema/crash/SIGSEGV outcome=crashed reason=\"seeded crash\"\n"), 0);
+  EXPECT_EQ(report().results[0].expected, "seeded crash");
+  EXPECT_EQ(report().expectations.at(0).matched, 1u);
+  // A new finding: the entry expects another outcome.
+  EXPECT_EQ(with_file("op=fixture::crash outcome=failed reason=\"wrong outcome\"\n"), 1);
+  // Stale: reported, fails only with --fail-on stale.
+  const std::string stale = "op=fixture::crash reason=known\nop=fixture::gone reason=\"fixed long ago\"\n";
+  EXPECT_EQ(with_file(stale), 0);
+  EXPECT_EQ(report().expectations.at(1).status, reports::ExpectationEntry::Status::stale);
+  EXPECT_EQ(with_file(stale, {"--fail-on", "failed,crashed,timed_out,untested,stale"}), 1);
+  // Expired: covers nothing and fails the run.
+  EXPECT_EQ(with_file("op=fixture::crash reason=known until=2020-01-01\n"), 1);
+  EXPECT_EQ(report().expectations.at(0).status, reports::ExpectationEntry::Status::expired);
+  // Malformed: a usage error before anything runs.
+  EXPECT_EQ(with_file("op=fixture::crash\n"), 2);
+}
+
+}  // namespace
+}  // namespace opconform::harness

@@ -125,3 +125,27 @@ TEST(ReportsFindings, JsonListsFindingsAndTheirCount) {
 
 }  // namespace
 }  // namespace opconform::reports
+
+namespace opconform::reports {
+namespace {
+
+// A run stopped by SIGINT or SIGTERM says "partial" in every format, not only in its exit status.
+TEST(ReportsPartial, EveryFormatSaysPartial) {
+  Report report = testing::sample_report();
+  report.info.interrupted = true;
+  EXPECT_THAT(to_markdown(report), ::testing::HasSubstr("# opconform report: `vendor-ops 2.3 <beta> & \"friends\"` (partial)"));
+  EXPECT_THAT(to_markdown(report), ::testing::HasSubstr("> **Partial report**"));
+  EXPECT_THAT(to_markdown(report), ::testing::HasSubstr("Verdict: **FAIL** (partial)"));
+  EXPECT_THAT(to_html(report), ::testing::HasSubstr("<p class=\"verdict fail\" id=\"partial\">Partial report"));
+  EXPECT_THAT(to_html(report), ::testing::HasSubstr("Verdict: FAIL (partial)"));
+  EXPECT_THAT(to_json(report), ::testing::HasSubstr("\"partial\": true"));
+  EXPECT_THAT(to_junit(report), ::testing::HasSubstr("<testcase name=\"interrupted\" classname=\"opconform\""));
+  // And a whole run says none of it.
+  report.info.interrupted = false;
+  EXPECT_THAT(to_markdown(report), ::testing::Not(::testing::HasSubstr("partial")));
+  EXPECT_THAT(to_html(report), ::testing::Not(::testing::HasSubstr("id=\"partial\"")));
+  EXPECT_THAT(to_json(report), ::testing::HasSubstr("\"partial\": false"));
+}
+
+}  // namespace
+}  // namespace opconform::reports
