@@ -324,34 +324,29 @@ bool is_tensor_type(const Type& t) {
 
 }  // namespace
 
-std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::string& library, const std::string& op_name,
-                                       std::string_view kind, const std::vector<IValue>& args,
-                                       const std::vector<bool>& writable, const std::vector<Argument>& returns,
-                                       bool fake) {
-  const std::string where = "operator '" + op_name + "', plugin '" + library + "' (" + std::string(kind) + " kernel)";
-  // A real kernel reached with fake tensors (the registry has no fake kernel for the op, nor a
-  // fallback at DispatchKey::Fake, so dispatch fell through to the backend) would get NULL data
-  // pointers and crash: C++ kernels get an error on data access, a plugin gets this one.
-  if (!fake) {
-    for (const auto& v : args) {
-      bool any_fake = false;
-      // Data-less: fake, or meta (export_tensor hands both over with NULL data).
-      auto data_less = [](const Tensor& t) { return t.defined() && (t.is_fake() || t.is_meta_data()); };
-      if (const Tensor* t = v.get_if<Tensor>()) any_fake = data_less(*t);
-      if (const auto* list = v.get_if<std::vector<Tensor>>())
-        for (const Tensor& t : *list) any_fake = any_fake || data_less(t);
-      if (const auto* list = v.get_if<std::vector<std::optional<Tensor>>>())
-        for (const auto& t : *list) any_fake = any_fake || (t && data_less(*t));
-      OPCONFORM_CHECK_BECAUSE(!any_fake, ErrorCode::kNotImplemented, ErrorReason::kNoFakeKernel, where,
-                      " was called with fake (data-less) tensors: the operator has no fake kernel; the plugin "
-                      "registers one as OPC_KERNEL_FAKE");
-    }
+namespace {
+
+// A real kernel reached with fake tensors (the registry has no fake kernel for the op, nor a
+// fallback at DispatchKey::Fake, so dispatch fell through to the backend) would get NULL data
+// pointers and crash: C++ kernels get an error on data access, a plugin gets this one.
+void refuse_data_less_tensors(const std::vector<IValue>& args, const std::string& where) {
+  // Data-less: fake, or meta (export_tensor hands both over with NULL data).
+  auto data_less = [](const Tensor& t) { return t.defined() && (t.is_fake() || t.is_meta_data()); };
+  for (const auto& v : args) {
+    bool any_fake = false;
+    if (const Tensor* t = v.get_if<Tensor>()) any_fake = data_less(*t);
+    if (const auto* list = v.get_if<std::vector<Tensor>>())
+      for (const Tensor& t : *list) any_fake = any_fake || data_less(t);
+    if (const auto* list = v.get_if<std::vector<std::optional<Tensor>>>())
+      for (const auto& t : *list) any_fake = any_fake || (t && data_less(*t));
+    OPCONFORM_CHECK_BECAUSE(!any_fake, ErrorCode::kNotImplemented, ErrorReason::kNoFakeKernel, where,
+                            " was called with fake (data-less) tensors: the operator has no fake kernel; the plugin "
+                            "registers one as OPC_KERNEL_FAKE");
   }
-  if (fake)
-    for (const auto& v : args) specialize_to_hints(v);
-  CallArena arena;
-  arena.fake = fake;
-  // The device of the call: the first tensor argument's (in a list too), else a Device argument's.
+}
+
+// The device of the call: the first tensor argument's (in a list too), else a Device argument's.
+Device device_of_call(const std::vector<IValue>& args) {
   std::optional<Device> device;
   for (const auto& v : args) {
     if (device) break;
@@ -360,7 +355,132 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
   }
   for (const auto& v : args)
     if (const Device* d = v.get_if<Device>(); d != nullptr && !device) device = *d;
-  arena.device = device && !device->is_meta() ? *device : Device::cpu();
+  return device && !device->is_meta() ? *device : Device::cpu();
+}
+
+// A write through DLPack bypasses the tensors' version counters: count one for each argument
+// the schema lets the kernel write (as an in-place call through the Tensor API would).
+void bump_written_versions(const std::vector<IValue>& args, const std::vector<bool>& writable) {
+  for (size_t i = 0; i < args.size() && i < writable.size(); ++i) {
+    if (!writable[i]) continue;
+    if (const Tensor* t = args[i].get_if<Tensor>(); t != nullptr && t->defined()) t->bump_version();
+    if (const auto* list = args[i].get_if<std::vector<Tensor>>())
+      for (const Tensor& t : *list) t.bump_version();
+  }
+}
+
+// The tensor a fake kernel describes (sizes, strides, byte offset, dtype), made as a fake tensor
+// (inside the fake kernel's FakeTensorMode the factory makes one; a byte_offset becomes its
+// storage offset). Checked: a fake kernel can describe more elements than int64 holds, and the
+// sums overflowed (found by fuzz/plugin_value).
+Tensor fake_return_tensor(const DLTensor& d, Device device) {
+  OPCONFORM_CHECK(d.ndim >= 0 && d.ndim <= kMaxDLPackDims && (d.ndim == 0 || d.shape != nullptr), ErrorCode::kDLPack,
+                  "bad ndim/shape");
+  std::vector<int64_t> shape(d.shape, d.shape + d.ndim);
+  std::vector<int64_t> st = d.strides != nullptr ? std::vector<int64_t>(d.strides, d.strides + d.ndim)
+                                                 : contiguous_strides(shape);
+  int64_t extent = 1;
+  for (int i = 0; i < d.ndim; ++i) {
+    OPCONFORM_CHECK(shape[i] >= 0 && st[i] >= 0, ErrorCode::kDLPack, "negative size or stride");
+    int64_t reach = 0;
+    OPCONFORM_CHECK(shape[i] == 0 || (!__builtin_mul_overflow(shape[i] - 1, st[i], &reach) &&
+                                      !__builtin_add_overflow(extent, reach, &extent)),
+                    ErrorCode::kDLPack, "sizes ", shape_string(shape), " with strides ", shape_string(st),
+                    " reach beyond int64 elements");
+  }
+  const DType dtype = from_dlpack_dtype(d.dtype);
+  const uint64_t item = itemsize(dtype);
+  OPCONFORM_CHECK(d.byte_offset % item == 0, ErrorCode::kDLPack, "byte_offset ", d.byte_offset,
+                  " is not a multiple of the item size");
+  const int64_t offset = static_cast<int64_t>(d.byte_offset / item);
+  int64_t storage_size = 0;
+  OPCONFORM_CHECK(!__builtin_add_overflow(offset, extent, &storage_size), ErrorCode::kDLPack, "byte_offset ",
+                  d.byte_offset, " puts the tensor beyond int64 elements");
+  return offset == 0 ? empty_strided(shape, st, TensorOptions{dtype, device})
+                     : empty({storage_size}, TensorOptions{dtype, device}).as_strided(shape, st, offset);
+}
+
+// One result tensor: an argument handed back, a tensor already taken, a view of an argument, or
+// a new one imported. What is not imported stays with the arena, which releases it.
+Tensor take_return_tensor(CallArena& arena, OpcDLManagedTensorVersioned* m, size_t index, const std::string& where) {
+  OPCONFORM_CHECK(m != nullptr, ErrorCode::kSchemaMismatch, where, ": return ", index, " is a NULL tensor");
+  for (auto& [p, t] : arena.args)
+    if (p == m) return t;
+  for (auto& [p, t] : arena.taken)
+    if (p == m) return t;
+  Tensor t;
+  try {
+    if (arena.fake) {
+      t = fake_return_tensor(m->dl_tensor, arena.device);
+    } else if (auto view = arena.view_of_argument(m->dl_tensor)) {
+      t = *view;
+    } else {
+      t = from_dlpack(m);  // owns m from here on
+      arena.handed_over(m);
+    }
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::kDLPack, where + ": return " + std::to_string(index) + " is not a valid tensor: " + e.what());
+  }
+  arena.taken.emplace_back(m, t);
+  return t;
+}
+
+// Return `i` as its schema type says, or a kSchemaMismatch naming what the kernel gave.
+IValue convert_return(CallArena& arena, const OpcValue& v, const Type& type, size_t i, const std::string& where) {
+  auto mismatch = [&](std::string_view got) {
+    return Error(ErrorCode::kSchemaMismatch, where + ": return " + std::to_string(i) + " should be " + type.to_string() +
+                                                 ", the kernel gave " + std::string(got));
+  };
+  if (v.tag == OPC_TAG_NONE && type.is_optional()) return IValue();
+  if (is_tensor_type(type)) {
+    if (v.tag != OPC_TAG_TENSOR) throw mismatch("tag " + std::to_string(v.tag));
+    return IValue(take_return_tensor(arena, v.u.tensor, i, where));
+  }
+  const Type& present = type.is_optional() ? type.elem() : type;  // Tensor[]? is a Tensor[] when given
+  const TypeKind k = present.kind();
+  if (k == TypeKind::kList && present.elem().kind() == TypeKind::kTensor) {
+    if (v.tag != OPC_TAG_LIST || (v.u.list.size > 0 && v.u.list.items == nullptr)) throw mismatch("no tensor list");
+    // Found by fuzz/plugin_value: a negative size read as an empty list.
+    if (v.u.list.size < 0) throw mismatch("a list of size " + std::to_string(v.u.list.size));
+    std::vector<Tensor> tensors;
+    for (int64_t j = 0; j < v.u.list.size; ++j) {
+      if (v.u.list.items[j].tag != OPC_TAG_TENSOR) throw mismatch("a list with a non-tensor item");
+      tensors.push_back(take_return_tensor(arena, v.u.list.items[j].u.tensor, i, where));
+    }
+    return IValue(std::move(tensors));
+  }
+  if ((k == TypeKind::kInt || k == TypeKind::kSymInt) && v.tag == OPC_TAG_INT) return IValue(v.u.i);
+  if (k == TypeKind::kFloat && v.tag == OPC_TAG_DOUBLE) return IValue(v.u.d);
+  if (k == TypeKind::kBool && v.tag == OPC_TAG_BOOL) return IValue(v.u.b != 0);
+  if (k == TypeKind::kScalar) {
+    if (v.tag == OPC_TAG_INT) return IValue(v.u.i);
+    if (v.tag == OPC_TAG_DOUBLE) return IValue(v.u.d);
+    if (v.tag == OPC_TAG_BOOL) return IValue(v.u.b != 0);
+    if (v.tag == OPC_TAG_COMPLEX) return IValue(complex128(v.u.c.re, v.u.c.im));
+  }
+  if (k == TypeKind::kScalarType && v.tag == OPC_TAG_INT) {
+    auto d = dtype_of_scalar_type_number(v.u.i);
+    if (!d) throw mismatch("ScalarType number " + std::to_string(v.u.i));
+    return IValue(*d);
+  }
+  if (k == TypeKind::kStr && v.tag == OPC_TAG_STRING && (v.u.s.size == 0 || v.u.s.data != nullptr) && v.u.s.size >= 0)
+    return IValue(std::string(v.u.s.data, static_cast<size_t>(v.u.s.size)));
+  throw mismatch("tag " + std::to_string(v.tag));
+}
+
+}  // namespace
+
+std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::string& library, const std::string& op_name,
+                                       std::string_view kind, const std::vector<IValue>& args,
+                                       const std::vector<bool>& writable, const std::vector<Argument>& returns,
+                                       bool fake) {
+  const std::string where = "operator '" + op_name + "', plugin '" + library + "' (" + std::string(kind) + " kernel)";
+  if (!fake) refuse_data_less_tensors(args, where);
+  if (fake)
+    for (const auto& v : args) specialize_to_hints(v);
+  CallArena arena;
+  arena.fake = fake;
+  arena.device = device_of_call(args);
   std::vector<OpcValue> in;
   in.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) in.push_back(arena.to_value(args[i], i < writable.size() && writable[i]));
@@ -389,126 +509,10 @@ std::vector<IValue> call_plugin_kernel(const PluginKernel& kernel, const std::st
     throw Error(error_code_of(status), error_reason_of(status), where + " returned " + std::string(status_name(status)) +
                                            (arena.error.empty() ? std::string(" (no message)") : ": " + arena.error));
   }
-  // A write through DLPack bypasses the tensors' version counters: count one for each argument
-  // the schema lets the kernel write (as an in-place call through the Tensor API would).
-  if (!fake) {
-    for (size_t i = 0; i < args.size() && i < writable.size(); ++i) {
-      if (!writable[i]) continue;
-      if (const Tensor* t = args[i].get_if<Tensor>(); t != nullptr && t->defined()) t->bump_version();
-      if (const auto* list = args[i].get_if<std::vector<Tensor>>())
-        for (const Tensor& t : *list) t.bump_version();
-    }
-  }
-
-  // One result tensor: an argument handed back, a tensor already taken, a view of an argument, or
-  // a new one imported. What is not imported stays with the arena, which releases it.
-  auto take_tensor = [&](OpcDLManagedTensorVersioned* m, size_t index) -> Tensor {
-    OPCONFORM_CHECK(m != nullptr, ErrorCode::kSchemaMismatch, where, ": return ", index, " is a NULL tensor");
-    for (auto& [p, t] : arena.args)
-      if (p == m) return t;
-    for (auto& [p, t] : arena.taken)
-      if (p == m) return t;
-    Tensor t;
-    try {
-      const DLTensor& d = m->dl_tensor;
-      if (fake) {
-        OPCONFORM_CHECK(d.ndim >= 0 && d.ndim <= kMaxDLPackDims && (d.ndim == 0 || d.shape != nullptr),
-                        ErrorCode::kDLPack, "bad ndim/shape");
-        std::vector<int64_t> shape(d.shape, d.shape + d.ndim);
-        std::vector<int64_t> st = d.strides != nullptr ? std::vector<int64_t>(d.strides, d.strides + d.ndim)
-                                                       : contiguous_strides(shape);
-        // Checked: a fake kernel can describe more elements than int64 holds, and the sums
-        // overflowed (found by fuzz/plugin_value).
-        int64_t extent = 1;
-        for (int i = 0; i < d.ndim; ++i) {
-          OPCONFORM_CHECK(shape[i] >= 0 && st[i] >= 0, ErrorCode::kDLPack, "negative size or stride");
-          int64_t reach = 0;
-          OPCONFORM_CHECK(shape[i] == 0 || (!__builtin_mul_overflow(shape[i] - 1, st[i], &reach) &&
-                                            !__builtin_add_overflow(extent, reach, &extent)),
-                          ErrorCode::kDLPack, "sizes ", shape_string(shape), " with strides ", shape_string(st),
-                          " reach beyond int64 elements");
-        }
-        const DType dtype = from_dlpack_dtype(d.dtype);
-        const uint64_t item = itemsize(dtype);
-        OPCONFORM_CHECK(d.byte_offset % item == 0, ErrorCode::kDLPack, "byte_offset ", d.byte_offset,
-                        " is not a multiple of the item size");
-        const int64_t offset = static_cast<int64_t>(d.byte_offset / item);
-        int64_t storage_size = 0;
-        OPCONFORM_CHECK(!__builtin_add_overflow(offset, extent, &storage_size), ErrorCode::kDLPack, "byte_offset ",
-                        d.byte_offset, " puts the tensor beyond int64 elements");
-        // Inside the fake kernel's FakeTensorMode the factory makes a fake tensor; a byte_offset
-        // becomes its storage offset.
-        t = offset == 0 ? empty_strided(shape, st, TensorOptions{dtype, arena.device})
-                        : empty({storage_size}, TensorOptions{dtype, arena.device}).as_strided(shape, st, offset);
-      } else if (auto view = arena.view_of_argument(d)) {
-        t = *view;
-      } else {
-        t = from_dlpack(m);  // owns m from here on
-        arena.handed_over(m);
-      }
-    } catch (const std::exception& e) {
-      throw Error(ErrorCode::kDLPack, where + ": return " + std::to_string(index) + " is not a valid tensor: " + e.what());
-    }
-    arena.taken.emplace_back(m, t);
-    return t;
-  };
-
+  if (!fake) bump_written_versions(args, writable);
   std::vector<IValue> results;
   results.reserve(returns.size());
-  for (size_t i = 0; i < returns.size(); ++i) {
-    const OpcValue& v = out[i];
-    const Type& type = returns[i].type;
-    auto mismatch = [&](std::string_view got) {
-      return Error(ErrorCode::kSchemaMismatch, where + ": return " + std::to_string(i) + " should be " + type.to_string() +
-                                                   ", the kernel gave " + std::string(got));
-    };
-    if (is_tensor_type(type)) {
-      if (v.tag == OPC_TAG_NONE && type.is_optional()) {
-        results.emplace_back();
-      } else if (v.tag == OPC_TAG_TENSOR) {
-        results.emplace_back(take_tensor(v.u.tensor, i));
-      } else {
-        throw mismatch("tag " + std::to_string(v.tag));
-      }
-      continue;
-    }
-    const Type& present = type.is_optional() ? type.elem() : type;  // Tensor[]? is a Tensor[] when given
-    const TypeKind k = present.kind();
-    if (v.tag == OPC_TAG_NONE && type.is_optional()) {
-      results.emplace_back();
-    } else if (k == TypeKind::kList && present.elem().kind() == TypeKind::kTensor) {
-      if (v.tag != OPC_TAG_LIST || (v.u.list.size > 0 && v.u.list.items == nullptr)) throw mismatch("no tensor list");
-      // Found by fuzz/plugin_value: a negative size read as an empty list.
-      if (v.u.list.size < 0) throw mismatch("a list of size " + std::to_string(v.u.list.size));
-      std::vector<Tensor> tensors;
-      for (int64_t j = 0; j < v.u.list.size; ++j) {
-        if (v.u.list.items[j].tag != OPC_TAG_TENSOR) throw mismatch("a list with a non-tensor item");
-        tensors.push_back(take_tensor(v.u.list.items[j].u.tensor, i));
-      }
-      results.emplace_back(std::move(tensors));
-    } else if ((k == TypeKind::kInt || k == TypeKind::kSymInt) && v.tag == OPC_TAG_INT) {
-      results.emplace_back(v.u.i);
-    } else if (k == TypeKind::kFloat && v.tag == OPC_TAG_DOUBLE) {
-      results.emplace_back(v.u.d);
-    } else if (k == TypeKind::kBool && v.tag == OPC_TAG_BOOL) {
-      results.emplace_back(v.u.b != 0);
-    } else if (k == TypeKind::kScalar && (v.tag == OPC_TAG_INT || v.tag == OPC_TAG_DOUBLE || v.tag == OPC_TAG_BOOL ||
-                                          v.tag == OPC_TAG_COMPLEX)) {
-      if (v.tag == OPC_TAG_INT) results.emplace_back(v.u.i);
-      else if (v.tag == OPC_TAG_DOUBLE) results.emplace_back(v.u.d);
-      else if (v.tag == OPC_TAG_BOOL) results.emplace_back(v.u.b != 0);
-      else results.emplace_back(complex128(v.u.c.re, v.u.c.im));
-    } else if (k == TypeKind::kScalarType && v.tag == OPC_TAG_INT) {
-      auto d = dtype_of_scalar_type_number(v.u.i);
-      if (!d) throw mismatch("ScalarType number " + std::to_string(v.u.i));
-      results.emplace_back(*d);
-    } else if (k == TypeKind::kStr && v.tag == OPC_TAG_STRING && (v.u.s.size == 0 || v.u.s.data != nullptr) &&
-               v.u.s.size >= 0) {
-      results.emplace_back(std::string(v.u.s.data, static_cast<size_t>(v.u.s.size)));
-    } else {
-      throw mismatch("tag " + std::to_string(v.tag));
-    }
-  }
+  for (size_t i = 0; i < returns.size(); ++i) results.push_back(convert_return(arena, out[i], returns[i].type, i, where));
   return results;
 }
 

@@ -483,6 +483,46 @@ int report_merge_command(const std::vector<std::string>& inputs, const RunReques
   return reports::fails(merged) ? 1 : 0;  // the shards' own --fail-on
 }
 
+// `opconform report diff|expect|findings|merge`: the commands on JSON reports.
+struct ReportCommands {
+  std::string diff_before, diff_after, diff_markdown, expect_input, findings_input;
+  std::vector<std::string> merge_inputs;
+  RunRequest merge_outputs;
+  CLI::App *diff = nullptr, *expect = nullptr, *findings = nullptr, *merge = nullptr;
+
+  void add_to(CLI::App& app) {
+    auto* report = app.add_subcommand("report", "Compare or join JSON reports, list their findings, or start an expectations file from one");
+    report->require_subcommand(1);
+    diff = report->add_subcommand("diff", "New findings (by cause), findings gone, regressions, fixes and new ops between two JSON reports (exit 1 on a new finding or a regression)");
+    diff->add_option("before", diff_before, "The older report.json")->required()->check(CLI::ExistingFile);
+    diff->add_option("after", diff_after, "The newer report.json")->required()->check(CLI::ExistingFile);
+    diff->add_option("--markdown", diff_markdown, "Also write the diff as Markdown to this path");
+    expect = report->add_subcommand(
+        "expect", "Print an expectations file (for --expect) with one entry per finding of a JSON report, reasons to fill in");
+    expect->add_option("report", expect_input, "The report.json")->required()->check(CLI::ExistingFile);
+    findings = report->add_subcommand(
+        "findings", "Print a JSON report's findings and unsupported causes as Markdown tables, one row per cause");
+    findings->add_option("report", findings_input, "The report.json")->required()->check(CLI::ExistingFile);
+    merge = report->add_subcommand("merge", "Join shard reports into one (all four formats)");
+    merge->add_option("reports", merge_inputs, "The shards' report.json files")->required()->check(CLI::ExistingFile);
+    merge->add_option("--report-dir", merge_outputs.report_dir, "Where the merged reports go")->capture_default_str();
+    add_report_path_options(*merge, merge_outputs.report_paths, " path of the merged report");
+  }
+  bool chosen() const { return *diff || *expect || *findings || *merge; }
+  int run() const {
+    if (*diff) return report_diff_command(diff_before, diff_after, diff_markdown);
+    if (*findings) {
+      std::cout << reports::findings_tables_markdown(read_report(findings_input));
+      return 0;
+    }
+    if (*expect) {
+      std::cout << reports::expectations_for(read_report(expect_input));
+      return 0;
+    }
+    return report_merge_command(merge_inputs, merge_outputs);
+  }
+};
+
 }  // namespace
 
 std::vector<std::string> split_command_line(const std::string& line) {
@@ -603,23 +643,8 @@ int opconform_main(const std::vector<std::string>& args) {
   repro->add_option("line", repro_line, "The repro line, e.g. \"opconform check --library x.so --ops aten::neg ...\"")
       ->required();
 
-  auto* report = app.add_subcommand("report", "Compare or join JSON reports, or start an expectations file from one");
-  report->require_subcommand(1);
-  std::string diff_before, diff_after, diff_markdown;
-  auto* diff = report->add_subcommand("diff", "New findings (by cause), findings gone, regressions, fixes and new ops between two JSON reports (exit 1 on a new finding or a regression)");
-  diff->add_option("before", diff_before, "The older report.json")->required()->check(CLI::ExistingFile);
-  diff->add_option("after", diff_after, "The newer report.json")->required()->check(CLI::ExistingFile);
-  diff->add_option("--markdown", diff_markdown, "Also write the diff as Markdown to this path");
-  std::string expect_input;
-  auto* expect = report->add_subcommand(
-      "expect", "Print an expectations file (for --expect) with one entry per finding of a JSON report, reasons to fill in");
-  expect->add_option("report", expect_input, "The report.json")->required()->check(CLI::ExistingFile);
-  std::vector<std::string> merge_inputs;
-  RunRequest merge_outputs;
-  auto* merge = report->add_subcommand("merge", "Join shard reports into one (all four formats)");
-  merge->add_option("reports", merge_inputs, "The shards' report.json files")->required()->check(CLI::ExistingFile);
-  merge->add_option("--report-dir", merge_outputs.report_dir, "Where the merged reports go")->capture_default_str();
-  add_report_path_options(*merge, merge_outputs.report_paths, " path of the merged report");
+  ReportCommands report_commands;
+  report_commands.add_to(app);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -687,12 +712,7 @@ int opconform_main(const std::vector<std::string>& args) {
       line.push_back("--verbose");
       return opconform_main(line);
     }
-    if (*diff) return report_diff_command(diff_before, diff_after, diff_markdown);
-    if (*expect) {
-      std::cout << reports::expectations_for(read_report(expect_input));
-      return 0;
-    }
-    if (*merge) return report_merge_command(merge_inputs, merge_outputs);
+    if (report_commands.chosen()) return report_commands.run();
   } catch (const std::exception& e) {
     std::cerr << "opconform: " << reports::console_text(e.what(), false) << "\n";
     return 3;

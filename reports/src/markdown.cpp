@@ -219,7 +219,34 @@ void write_expectations(std::ostringstream& out, const Report& report) {
   }
 }
 
+void write_findings_table(std::ostringstream& out, const Report& report, const std::vector<Finding>& list) {
+  out << "| # | cause | kind | outcome | results | ops | dtypes | devices | title |\n"
+         "| ---: | --- | --- | --- | ---: | --- | --- | --- | --- |\n";
+  for (size_t k = 0; k < list.size(); ++k) {
+    const Finding& f = list[k];
+    out << "| " << k + 1 << " | " << md_cell(md_code(f.key)) << " | " << conformance::to_string(f.cause.kind) << " | "
+        << f.outcome << " | " << f.results.size() << " | " << md_cell(md_code(compact_list(f.ops, 6))) << " | "
+        << md_cell(md_code(compact_list(f.dtypes, 12))) << " | " << md_cell(md_code(compact_list(f.devices)))
+        << " | " << md_cell(md_code(f.cause.title)) << " |\n";
+  }
+}
+
 }  // namespace
+
+std::string findings_tables_markdown(const Report& report) {
+  std::ostringstream out;
+  const auto found = findings(report);
+  const auto missing = gaps(report);
+  size_t failing = 0, unsupported = 0;
+  for (const auto& f : found) failing += f.results.size();
+  for (const auto& f : missing) unsupported += f.results.size();
+  out << "Findings: **" << found.size() << "** causes over " << failing
+      << " failed, crashed, timed-out and mistrusted results (most results first).\n\n";
+  write_findings_table(out, report, found);
+  out << "\nNot implemented: **" << missing.size() << "** causes over " << unsupported << " unsupported results.\n\n";
+  write_findings_table(out, report, missing);
+  return out.str();
+}
 
 std::string to_markdown(const Report& report) {
   std::ostringstream out;

@@ -36,6 +36,10 @@ std::string to_junit(const Report& report);
 // first result's message, minimal input and repro line, every result folded), the unsupported
 // results by cause, the expectations.
 std::string to_markdown(const Report& report);
+// The findings and gaps of a report as two Markdown tables, one row per cause (key, kind, outcome,
+// results, ops, dtypes, devices, title), most results first: `opconform report findings`, and the
+// generated parts of docs/aten-differences.md.
+std::string findings_tables_markdown(const Report& report);
 // One self-contained HTML file (no external scripts, styles or fonts): the summary, a matrix of
 // ops x checks coloured by outcome and one card per finding (its message, minimal input and repro
 // line, its results folded) as static markup, readable with JavaScript off; a script adds filters
