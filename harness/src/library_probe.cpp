@@ -12,16 +12,15 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <nlohmann/json.hpp>
 
+#include "opconform/harness/child_process.h"
 #include "opconform/harness/worker_frames.h"
 #include "opconform/harness/worker_sandbox.h"
 #include "opconform/harness/worker_pool.h"
@@ -31,15 +30,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-[[noreturn]] void probe_child(const std::string& path, const adapters::PluginOptions& plugin_options,
-                              const Registry& schemas, const SandboxOptions& sandbox, pid_t parent, int channel,
-                              int output) {
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) _exit(0);
+// The probe child (Note [One way to run a child]: the harness's end of each channel is closed and
+// PR_SET_PDEATHSIG set before this runs).
+int probe_child(const std::string& path, const adapters::PluginOptions& plugin_options, const Registry& schemas,
+                const SandboxOptions& sandbox, pid_t parent, int channel, int output) {
   close_inherited_fds({channel, output});  // Note [A worker holds only its own descriptors]
   enter_sandbox(sandbox, parent);
   const int replies = ::fcntl(channel, F_DUPFD_CLOEXEC, 900);
-  if (replies < 0) _exit(5);
+  if (replies < 0) return 5;
   ::close(channel);
   ::dup2(output, STDOUT_FILENO), ::dup2(output, STDERR_FILENO), ::close(output);
   if (const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) ::dup2(null, STDIN_FILENO), ::close(null);
@@ -55,7 +53,56 @@ using Clock = std::chrono::steady_clock;
   } catch (const std::exception& e) {
     message = std::string("E") + e.what();
   }
-  _exit(write_all(replies, encode_frame(message)) ? 0 : 4);  // no destructor of the library runs
+  return write_all(replies, encode_frame(message)) ? 0 : 4;  // _exit: no destructor of the library runs
+}
+
+// What the probe child said: its message (a frame on the channel) and the tail of its output.
+struct ProbeReplies {
+  FrameReader frames;
+  std::optional<std::string> message;
+  std::string output_tail;
+  bool protocol_error = false;
+
+  void channel(std::string_view bytes) {
+    frames.feed(bytes);
+    try {
+      if (auto payload = frames.next(); payload && !message) message = std::move(*payload);
+    } catch (const ProtocolError&) {
+      protocol_error = true;
+    }
+  }
+  void output(std::string_view bytes) {
+    output_tail.append(bytes);
+    if (output_tail.size() > 2048) output_tail.erase(0, output_tail.size() - 2048);
+  }
+};
+
+// Reads the channel (0) and the output (1) until the child is gone (waitpid, not EOF: a process
+// the constructor forked may hold the pipes) or the time is up; false when it is.
+bool read_until_exit(ChildProcess& child, double timeout_s, ProbeReplies& replies) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  char chunk[65536];
+  for (bool exited = false; !exited;) {
+    exited = child.poll_exit().has_value();
+    if (!exited && Clock::now() >= deadline) return false;
+    pollfd fds[2] = {{child.fd(0), POLLIN, 0}, {child.fd(1), POLLIN, 0}};
+    if (wait_readable(fds, std::chrono::milliseconds(exited ? 0 : 20)) <= 0) continue;
+    for (size_t i = 0; i < 2; ++i) {
+      if (fds[i].revents == 0) continue;
+      const ssize_t n = child.read(i, chunk, sizeof chunk);
+      if (n <= 0) continue;
+      const std::string_view bytes(chunk, static_cast<size_t>(n));
+      if (i == 0) replies.channel(bytes);
+      else replies.output(bytes);
+    }
+    // Once it exited, what it wrote before it ended is all read now.
+    while (exited && !replies.message && !replies.protocol_error && child.readable(0)) {
+      const ssize_t n = child.read(0, chunk, sizeof chunk);
+      if (n <= 0) break;
+      replies.channel(std::string_view(chunk, static_cast<size_t>(n)));
+    }
+  }
+  return true;
 }
 
 reports::CaseResult load_result(const std::string& path, reports::Outcome outcome, std::string message) {
@@ -68,77 +115,23 @@ reports::CaseResult load_result(const std::string& path, reports::Outcome outcom
 
 ProbeResult probe_library(const std::string& path, const Registry& schemas, double timeout_s,
                           const SandboxOptions& sandbox, const adapters::PluginOptions& plugin_options) {
-  int channel[2], output[2];
-  if (::pipe2(channel, O_CLOEXEC) != 0 || ::pipe2(output, O_CLOEXEC) != 0)
-    return {std::nullopt, load_result(path, reports::Outcome::failed, std::string("cannot create a pipe: ") + std::strerror(errno))};
-  std::fflush(nullptr);
   const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(channel[0]), ::close(output[0]);
-    probe_child(path, plugin_options, schemas, sandbox, parent, channel[1], output[1]);
-  }
-  ::close(channel[1]), ::close(output[1]);
-  if (pid < 0) {
-    ::close(channel[0]), ::close(output[0]);
-    return {std::nullopt, load_result(path, reports::Outcome::failed, std::string("cannot fork: ") + std::strerror(errno))};
-  }
-  ::setpgid(pid, pid);
-  // Read the channel and the output until the child is gone (waitpid, not EOF: a process the
-  // constructor forked may hold the pipes) or the time is up.
-  FrameReader frames;
-  std::optional<std::string> message;
-  std::string output_tail;
-  bool protocol_error = false, timed_out = false;
-  int status = 0;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  char chunk[65536];
-  for (bool exited = false; !exited;) {
-    exited = ::waitpid(pid, &status, WNOHANG) == pid;
-    if (!exited && Clock::now() >= deadline) {
-      timed_out = true;
-      break;
-    }
-    pollfd fds[2] = {{channel[0], POLLIN, 0}, {output[0], POLLIN, 0}};
-    if (::poll(fds, 2, exited ? 0 : 20) <= 0) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].revents == 0 || fds[i].fd < 0) continue;
-      const ssize_t n = ::read(fds[i].fd, chunk, sizeof chunk);
-      if (n <= 0) continue;
-      if (i == 1) {
-        output_tail.append(chunk, static_cast<size_t>(n));
-        if (output_tail.size() > 2048) output_tail.erase(0, output_tail.size() - 2048);
-        continue;
-      }
-      frames.feed(std::string_view(chunk, static_cast<size_t>(n)));
-      try {
-        if (auto payload = frames.next(); payload && !message) message = std::move(*payload);
-      } catch (const ProtocolError&) {
-        protocol_error = true;
-      }
-    }
-    if (exited) {  // what it wrote before it ended is all read now
-      pollfd rest{channel[0], POLLIN, 0};
-      while (!message && !protocol_error && ::poll(&rest, 1, 0) > 0) {
-        const ssize_t n = ::read(channel[0], chunk, sizeof chunk);
-        if (n <= 0) break;
-        frames.feed(std::string_view(chunk, static_cast<size_t>(n)));
-        try {
-          if (auto payload = frames.next()) message = std::move(*payload);
-        } catch (const ProtocolError&) {
-          protocol_error = true;
-        }
-      }
-    }
-  }
-  ::kill(-pid, SIGKILL);  // the child's group: whatever a constructor started
-  if (timed_out) {
-    ::kill(pid, SIGKILL);
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
-  ::close(channel[0]), ::close(output[0]);
-  const std::string tail = output_tail.empty() ? "" : "; its last output: " + output_tail;
+  ChildProcess child = ChildProcess::start(
+      {ChildChannels::from_child, ChildChannels::from_child}, [&](std::span<const int> ends) {
+        return probe_child(path, plugin_options, schemas, sandbox, parent, ends[0], ends[1]);
+      });
+  if (const auto& failure = child.failure())
+    return {std::nullopt, load_result(path, reports::Outcome::failed,
+                                      std::string(failure->step == StartFailure::channels ? "cannot create a pipe: "
+                                                                                          : "cannot fork: ") +
+                                          std::strerror(failure->error))};
+  ProbeReplies replies;
+  const bool timed_out = !read_until_exit(child, timeout_s, replies);
+  // The child's group (whatever a constructor started), and the child if it is still alive.
+  const ChildExit exit = child.stop();
+  child.close_all();
+  const std::optional<std::string>& message = replies.message;
+  const std::string tail = replies.output_tail.empty() ? "" : "; its last output: " + replies.output_tail;
   const std::string who = "plugin '" + path + "': ";
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
@@ -146,7 +139,7 @@ ProbeResult probe_library(const std::string& path, const Registry& schemas, doub
     return {std::nullopt, load_result(path, reports::Outcome::timed_out,
                                       who + "loading it did not finish within " + seconds +
                                           " s (a library constructor or register_ops that never returns?)" + tail)};
-  if (protocol_error)
+  if (replies.protocol_error)
     return {std::nullopt, load_result(path, reports::Outcome::crashed,
                                       who + "protocol error: the process loading it sent bytes that are no frame "
                                             "(does its constructor write to fds it does not own?)" + tail)};
@@ -159,14 +152,14 @@ ProbeResult probe_library(const std::string& path, const Registry& schemas, doub
   }
   if (message && message->rfind('E', 0) == 0)
     return {std::nullopt, load_result(path, reports::Outcome::failed, message->substr(1))};
-  if (WIFSIGNALED(status))
+  if (exit.killed())
     return {std::nullopt, load_result(path, reports::Outcome::crashed,
-                                      who + "loading it crashed the process (" + describe_signal(WTERMSIG(status)) +
+                                      who + "loading it crashed the process (" + describe_signal(exit.signal()) +
                                           "), in a library constructor or in register_ops" + tail)};
   return {std::nullopt,
           load_result(path, reports::Outcome::crashed,
                       who + "the process loading it exited with status " +
-                          std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                          std::to_string(exit.code()) +
                           " before it said what the library registered (a library constructor called exit?)" + tail)};
 }
 

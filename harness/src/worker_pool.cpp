@@ -1,12 +1,11 @@
 #include "opconform/harness/worker_pool.h"
 
+#include "crash_backtrace.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,11 +17,13 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
 #include "opconform/core/cuda.h"
 #include "opconform/core/error.h"
+#include "opconform/harness/child_process.h"
 #include "opconform/harness/worker_frames.h"
 #include "opconform/reports/writers.h"
 #include "worker_zygote.h"
@@ -159,7 +160,7 @@ CaseResult with_device_fault(CaseResult r, const std::string& fault) {
   // is then seen for what it wrote (the harness's end of the channel is closed only when the
   // worker is killed anyway; PDEATHSIG ends it with the harness).
   signal(SIGPIPE, SIG_IGN);
-  default_fatal_signals();
+  install_crash_backtrace();  // Note [A crash says where]
   worker_main(requests, replies, run, setup);
 }
 
@@ -222,6 +223,9 @@ CaseResult with_device_fault(CaseResult r, const std::string& fault) {
 // a worker still alive kHangUpGrace later (or at its check's deadline) broke the protocol.
 constexpr std::chrono::seconds kHangUpGrace{5};
 
+// A worker's channels, in ChildChannels' order: requests (to it), replies, its stdout and stderr.
+enum WorkerChannel : size_t { kRequests, kReplies, kOutput };
+
 // Note [The worker channel is untrusted]: a worker runs the library under test, which may write
 // anything to any fd, fork, or die at any moment. So its replies come as checked frames
 // (worker_frames.h) on a pipe at a high fd, its stdout and stderr go to a captured pipe (only
@@ -232,10 +236,10 @@ constexpr std::chrono::seconds kHangUpGrace{5};
 // replaced. What a library can still do is lie about its own case's results; it cannot touch
 // other cases' results, the exit status or the files, which only the harness writes.
 struct Worker {
-  pid_t pid = -1;
-  int to = -1, from = -1, err = -1;  // err = -1 once the worker closed its stderr
+  // Its pipes (Note [One way to run a child]); kOutput is closed once the worker closed its
+  // stderr, and ended() is set once waitpid saw it end.
+  ChildProcess child;
   FrameReader frames;
-  std::optional<int> exit_status;  // set once waitpid saw it end
   RunningNote* note = nullptr;     // shared with the worker (note_running)
   std::string last_note;           // what it said last, read when it ended
   std::string stderr_tail;  // the last bytes the worker wrote to stderr in the running check
@@ -287,15 +291,15 @@ class Pool {
         pending_.erase(next);
         // An idle worker may have died between cases (nothing of ours ran): start another.
         bool sent = false;
-        if (w.pid < 0 && !unloadable_.empty()) {
+        if (!w.child && !unloadable_.empty()) {
           skip_case(case_index, first, "not run: no new worker is started since loading the library in one failed (" +
                                            unloadable_ + ")");
           continue;
         }
-        if (w.pid >= 0 && w.started && needs_a_new_worker(case_index, first)) reap(w, true);
+        if (w.child && w.started && needs_a_new_worker(case_index, first)) reap(w, true);
         for (int attempt = 0; attempt < 2 && !sent; ++attempt) {
-          if (w.pid < 0) spawn(w);
-          sent = write_all(w.to, std::to_string(case_index) + " " + std::to_string(first) + "\n");
+          if (!w.child) spawn(w);
+          sent = write_all(w.child.fd(kRequests), std::to_string(case_index) + " " + std::to_string(first) + "\n");
           if (!sent) reap(w, true);
         }
         OPCONFORM_CHECK(sent, ErrorCode::kInternal, "cannot start a worker process");
@@ -323,7 +327,7 @@ class Pool {
     last_told_ = now;
     std::vector<WorkerOptions::Running> running;
     for (const auto& w : workers_)
-      if (w.busy && w.pid > 0)
+      if (w.busy && w.child)
         running.push_back({w.case_index, w.running, std::chrono::duration<double>(now - w.check_started).count()});
     std::sort(running.begin(), running.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
     options_.on_running(running);
@@ -336,7 +340,7 @@ class Pool {
   // Whether `pid` is a process the pool waits for itself (a worker or the zygote).
   bool known_pid(pid_t pid) const {
     if (pid == zygote_.pid()) return true;
-    return std::any_of(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.pid == pid; });
+    return std::any_of(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.child.pid() == pid; });
   }
 
   // In a process forked from the harness (a worker or the zygote), before it runs library code,
@@ -370,21 +374,24 @@ class Pool {
     return zygote_.wait_ready(timeout(), options_.stop);
   }
 
-  // A worker's channel, both ends, and its running-note page.
+  // A worker's pipes, both ends (WorkerChannel's order), and its running-note page.
   struct Channel {
-    int req[2] = {-1, -1}, rep[2] = {-1, -1}, err[2] = {-1, -1};
+    ChildChannels pipes;
     RunningNotePage note;
-    WorkerChildEnds child_ends() const { return {req[0], rep[1], err[1], note.fd}; }
-    void close_child_ends() const {
-      ::close(req[0]), ::close(rep[1]), ::close(err[1]);
-      if (note.fd >= 0) ::close(note.fd);
+    WorkerChildEnds child_ends() const {
+      const auto ends = pipes.child_ends();
+      return {ends[kRequests], ends[kReplies], ends[kOutput], note.fd};
+    }
+    // The harness's copy of the page's fd, once the worker holds its own.
+    void close_note_fd() {
+      if (note.fd >= 0) ::close(note.fd), note.fd = -1;
     }
   };
 
   static Channel make_channel() {
     Channel c;
     // Close-on-exec: a process a kernel starts must not hold our pipes open (EOF is how a crash shows).
-    OPCONFORM_CHECK(::pipe2(c.req, O_CLOEXEC) == 0 && ::pipe2(c.rep, O_CLOEXEC) == 0 && ::pipe2(c.err, O_CLOEXEC) == 0,
+    OPCONFORM_CHECK(c.pipes.open({ChildChannels::to_child, ChildChannels::from_child, ChildChannels::from_child}),
                     ErrorCode::kInternal, "cannot create a pipe for a worker: ", std::strerror(errno));
     c.note = make_running_note();  // none: results name no sample, nothing else is lost
     return c;
@@ -393,59 +400,57 @@ class Pool {
   void spawn(Worker& w) {
     const bool use_zygote = from_zygote();  // before the pipes: the zygote must not hold them
     Channel c = make_channel();
-    pid_t pid = -1;
+    ChildProcess child;
     if (use_zygote && c.note.fd >= 0) {
-      pid = zygote_.fork_worker(c.child_ends(), [this](pid_t p) { return known_pid(p); });
-      if (pid < 0) {  // the zygote failed (and was stopped): a worker it may have forked must not share this channel
-        c.close_child_ends();
-        ::close(c.req[1]), ::close(c.rep[0]), ::close(c.err[0]);
+      const pid_t pid = zygote_.fork_worker(c.child_ends(), [this](pid_t p) { return known_pid(p); });
+      if (pid > 0) {
+        child = ChildProcess::adopt(pid, std::move(c.pipes));  // its own group, as fork_worker's
+      } else {  // the zygote failed (and was stopped): a worker it may have forked must not share this channel
+        c.close_note_fd();
         if (c.note.note != nullptr) ::munmap(c.note.note, sizeof(RunningNote));
         c = make_channel();
       }
     }
-    if (pid < 0) pid = fork_worker(c.child_ends(), c.note.note, {c.req[1], c.rep[0], c.err[0]});
-    ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before any kill
-    c.close_child_ends();
+    if (!child) child = fork_worker(c);
+    c.close_note_fd();
     w = Worker{};
-    w.pid = pid, w.to = c.req[1], w.from = c.rep[0], w.err = c.err[0], w.note = c.note.note;
+    w.child = std::move(child), w.note = c.note.note;
   }
 
-  // A worker forked from the harness itself; it loads the library (WorkerOptions::setup).
-  pid_t fork_worker(const WorkerChildEnds& ends, RunningNote* note, std::initializer_list<int> harness_ends) {
-    std::fflush(nullptr);  // nothing buffered may be written twice
+  // A worker forked from the harness itself; it loads the library (WorkerOptions::setup). The
+  // worker's setup, in order: its descriptors, the sandbox, then become_worker (its channel, its
+  // signal handlers), which loads the library.
+  ChildProcess fork_worker(Channel& c) {
     const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    OPCONFORM_CHECK(pid >= 0, ErrorCode::kInternal, "cannot fork a worker: ", std::strerror(errno));
-    if (pid != 0) return pid;
-    g_running_note = note;
-    // A worker dies with the harness (a killed CI job leaves no kernel spinning).
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) _exit(0);
-    for (int fd : harness_ends) ::close(fd);
-    if (ends.note >= 0) ::close(ends.note);
-    close_inherited_fds({ends.requests, ends.replies, ends.output});  // Note [A worker holds only its own descriptors]
-    leave_the_harness(parent);
-    become_worker(ends, run_, options_.setup);
+    const WorkerChildEnds ends = c.child_ends();
+    RunningNote* note = c.note.note;
+    // A worker dies with the harness (ChildOptions::die_with_parent: a killed CI job leaves no
+    // kernel spinning).
+    ChildProcess child = ChildProcess::start(std::move(c.pipes), [&](std::span<const int>) -> int {
+      g_running_note = note;
+      if (ends.note >= 0) ::close(ends.note);
+      close_inherited_fds({ends.requests, ends.replies, ends.output});  // Note [A worker holds only its own descriptors]
+      leave_the_harness(parent);
+      become_worker(ends, run_, options_.setup);
+    });
+    OPCONFORM_CHECK(child, ErrorCode::kInternal, "cannot fork a worker: ", std::strerror(child.failure()->error));
+    return child;
   }
 
-  // Ends a worker (SIGKILL first when `kill`), closes its pipes, returns its wait status.
-  int reap(Worker& w, bool kill) {
-    if (w.pid < 0) return 0;
-    if (kill || w.exit_status) ::kill(-w.pid, SIGKILL);  // the group: children a kernel forked too
-    if (kill) ::kill(w.pid, SIGKILL);
+  // Ends a worker (SIGKILL first when `kill`), closes its pipes, returns how it ended.
+  ChildExit reap(Worker& w, bool kill) {
+    if (!w.child) return {};
+    if (kill || w.child.ended()) w.child.kill_group();  // the group: children a kernel forked too
+    if (kill) w.child.kill();
     drain_stderr(w);
-    ::close(w.to), ::close(w.from);
-    if (w.err >= 0) ::close(w.err);
-    int status = w.exit_status.value_or(0);
-    if (!w.exit_status) {
-      while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
-      }
-    }
-    if (!kill) ::kill(-w.pid, SIGKILL);  // a healthy worker's leftovers
+    w.child.close_all();
+    const ChildExit exit = w.child.wait();
+    if (!kill) w.child.kill_group();  // a healthy worker's leftovers
     w.last_note = read_running_note(w.note);
     if (w.note != nullptr) ::munmap(w.note, sizeof(RunningNote)), w.note = nullptr;
-    w.pid = -1, w.err = -1, w.exit_status.reset(), w.hung_up_until.reset();
-    return status;
+    w.child = ChildProcess{};  // reaped: nothing is killed
+    w.hung_up_until.reset();
+    return exit;
   }
 
   // Note [One CUDA worker per GPU]: worker processes that run CUDA cases at the same time each
@@ -469,18 +474,16 @@ class Pool {
   // the deadlines), keeping the last 2 KB; at EOF the pipe is closed and no longer polled.
   static void drain_stderr(Worker& w) {
     char chunk[4096];
-    for (int round = 0; round < 16 && w.err >= 0; ++round) {
-      pollfd p{w.err, POLLIN, 0};
-      if (::poll(&p, 1, 0) <= 0) return;
-      ssize_t n = ::read(w.err, chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
+    for (int round = 0; round < 16 && w.child.fd(kOutput) >= 0; ++round) {
+      if (!w.child.readable(kOutput)) return;
+      const ssize_t n = w.child.read(kOutput, chunk, sizeof chunk);
       if (n <= 0) {
-        ::close(w.err);
-        w.err = -1;
+        w.child.close(kOutput);
         return;
       }
       w.stderr_tail.append(chunk, static_cast<size_t>(n));
-      if (w.stderr_tail.size() > 2048) w.stderr_tail.erase(0, w.stderr_tail.size() - 2048);
+      // Room for a crash's backtrace (Note [A crash says where]).
+      if (w.stderr_tail.size() > 6144) w.stderr_tail.erase(0, w.stderr_tail.size() - 6144);
     }
   }
 
@@ -543,7 +546,7 @@ class Pool {
   }
 
   void crashed(Worker& w) {
-    const int status = reap(w, false);
+    const ChildExit exit = reap(w, false);
     if (w.retiring) {  // Note [A CUDA fault ends the worker]: the case goes on in a new worker
       w.retiring = false, w.busy = false;
       const size_t next = check_lost_with(w);
@@ -551,17 +554,15 @@ class Pool {
       else complete(w.case_index);
       return;
     }
-    const std::string death = WIFSIGNALED(status) ? "was killed by " + describe_signal(WTERMSIG(status))
-                                                  : "exited with status " +
-                                                        std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                                                        " (a kernel called exit?)";
+    const std::string death = exit.killed() ? "was killed by " + describe_signal(exit.signal())
+                                            : "exited with status " + std::to_string(exit.code()) + " (a kernel called exit?)";
     if (run_again_in_a_new_worker(w, death)) return;
-    const char* abbrev = WIFSIGNALED(status) ? sigabbrev_np(WTERMSIG(status)) : nullptr;
-    const std::string how = WIFSIGNALED(status) ? (abbrev ? "SIG" + std::string(abbrev) : "signal") : "exit";
+    const char* abbrev = exit.killed() ? sigabbrev_np(exit.signal()) : nullptr;
+    const std::string how = exit.killed() ? (abbrev ? "SIG" + std::string(abbrev) : "signal") : "exit";
     const std::string& check = cases_[w.case_index].checks[std::min(check_lost_with(w), cases_[w.case_index].checks.size() - 1)];
     lost(w, conformance::Outcome::crashed, "the worker process running this check " + death,
          {conformance::FindingKind::crash, how,
-          WIFSIGNALED(status) ? "the kernel crashed (" + how + ") in " + check : "the kernel ended the process in " + check});
+          exit.killed() ? "the kernel crashed (" + how + ") in " + check : "the kernel ended the process in " + check});
   }
 
   // Note [A death outside any check]: a worker that has run checks and dies before any sample of
@@ -676,15 +677,13 @@ class Pool {
   bool read_channel(Worker& w, bool until_empty) {
     char chunk[65536];
     for (;;) {
-      pollfd p{w.from, POLLIN, 0};
-      if (until_empty && ::poll(&p, 1, 0) <= 0) return true;
-      const ssize_t n = ::read(w.from, chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
+      if (until_empty && !w.child.readable(kReplies)) return true;
+      const ssize_t n = w.child.read(kReplies, chunk, sizeof chunk);
       if (n <= 0) {
         if (until_empty) return true;  // the worker is gone; its death is the result
         // The end of the channel: the worker died or is dying (its death is the result), or a
         // kernel closed the channel. Note [A worker that hangs up is waited for].
-        if (w.exit_status) {
+        if (w.child.ended()) {
           crashed(w);
           return false;
         }
@@ -721,11 +720,11 @@ class Pool {
       if (!w.busy) continue;
       any_busy = true;
       if (!w.hung_up_until) {  // its channel is at its end: the death is found by waitpid below
-        fds.push_back({w.from, POLLIN, 0});
+        fds.push_back({w.child.fd(kReplies), POLLIN, 0});
         owners.push_back(&w);
       }
-      if (w.err >= 0) {
-        fds.push_back({w.err, POLLIN, 0});
+      if (w.child.fd(kOutput) >= 0) {
+        fds.push_back({w.child.fd(kOutput), POLLIN, 0});
         owners.push_back(&w);
       }
       earliest = std::min(earliest, w.hung_up_until.value_or(w.deadline));
@@ -733,12 +732,12 @@ class Pool {
     if (!any_busy) return;
     const auto wait_ms = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(earliest - now).count());
     // At most 50 ms: deaths are found by waitpid below, also while a forked child holds the pipe.
-    int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(wait_ms + 1, 50)));
-    if (ready < 0 && errno != EINTR) throw Error(ErrorCode::kInternal, std::string("poll: ") + std::strerror(errno));
+    const int ready = wait_readable(fds, std::chrono::milliseconds(std::min<int64_t>(wait_ms + 1, 50)));
+    if (ready < 0) throw Error(ErrorCode::kInternal, std::string("poll: ") + std::strerror(errno));
     for (size_t i = 0; i < fds.size(); ++i) {
       Worker& w = *owners[i];
-      if (fds[i].revents == 0 || !w.busy || w.pid < 0) continue;
-      if (fds[i].fd == w.err) {
+      if (fds[i].revents == 0 || !w.busy || !w.child) continue;
+      if (fds[i].fd == w.child.fd(kOutput)) {
         drain_stderr(w);
         continue;
       }
@@ -746,10 +745,7 @@ class Pool {
     }
     // Death by waitpid, not by the pipe's end: a child the kernel forked may hold the pipe open.
     for (auto& w : workers_) {
-      if (!w.busy || w.pid < 0) continue;
-      int status = 0;
-      if (::waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
-      w.exit_status = status;
+      if (!w.busy || !w.child || !w.child.poll_exit()) continue;
       if (read_channel(w, true) && w.busy) crashed(w);  // what it sent before dying counts
       else if (!w.busy) reap(w, false);                 // it finished the case, then died
     }

@@ -20,6 +20,8 @@
 // may read, a worker may read too (files outside the report folders are not hidden).
 #include "opconform/harness/worker_sandbox.h"
 
+#include "opconform/harness/child_process.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sched.h>
@@ -29,7 +31,6 @@
 #include <sys/statvfs.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -270,29 +271,19 @@ std::string describe_layers(unsigned layers, const SandboxOptions& options) {
 }
 
 unsigned probe_sandbox(const SandboxOptions& options) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return 0;
-  std::fflush(nullptr);
   const pid_t harness = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]), ::close(fds[1]);
-    return 0;
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    const unsigned layers = enter_sandbox(options, harness);
-    ssize_t ignored = ::write(fds[1], &layers, sizeof layers);
-    (void)ignored;
-    ::_exit(0);
-  }
-  ::close(fds[1]);
+  ChildProcess child = ChildProcess::start(
+      {ChildChannels::from_child},
+      [&](std::span<const int> ends) {
+        const unsigned layers = enter_sandbox(options, harness);
+        (void)!::write(ends[0], &layers, sizeof layers);
+        return 0;
+      },
+      {.die_with_parent = false, .own_group = false});
+  if (!child) return 0;
   unsigned layers = 0;
-  if (::read(fds[0], &layers, sizeof layers) != static_cast<ssize_t>(sizeof layers)) layers = 0;
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  if (child.read(0, reinterpret_cast<char*>(&layers), sizeof layers) != static_cast<ssize_t>(sizeof layers)) layers = 0;
+  child.wait();
   return layers;
 }
 

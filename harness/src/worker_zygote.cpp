@@ -5,7 +5,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -17,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <string_view>
 
 namespace opconform::harness {
@@ -24,7 +24,7 @@ namespace {
 
 constexpr int kFdCount = 4;  // WorkerChildEnds
 // How long the harness waits for the zygote to answer a fork request.
-constexpr int kAnswerTimeoutMs = 5000;
+constexpr std::chrono::milliseconds kAnswerTimeout{5000};
 
 bool send_with_fds(int socket, std::string_view bytes, const int* fds, int count) {
   iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
@@ -92,33 +92,36 @@ int other_threads() {
 }
 
 // The zygote's loop: each request ("F" with the four ends) is answered with the new worker's
-// pid (4 bytes, -1 when the fork failed), sent once the worker is the harness's child.
+// pid (4 bytes, -1 when the fork failed), sent once the worker is the harness's child: a middle
+// process forks it and exits at once, so the worker is orphaned, and so re-parented to the harness
+// (the subreaper). Neither asks to die with its parent (the middle's end would kill the worker).
 [[noreturn]] void serve(int socket, pid_t harness, const WorkerZygote::BecomeWorker& become) {
+  constexpr ChildOptions kOrphan{.die_with_parent = false, .own_group = false};
   for (;;) {
     char request[8];
     int fds[kFdCount], count = 0;
     const ssize_t n = receive_with_fds(socket, request, sizeof request, fds, &count);
     if (n <= 0) _exit(0);  // the harness closed the socket: done
     pid_t worker = -1;
-    int pid_pipe[2];
-    if (count == kFdCount && n == 1 && request[0] == 'F' && ::pipe2(pid_pipe, O_CLOEXEC) == 0) {
-      const pid_t middle = ::fork();
-      if (middle == 0) {
-        const pid_t child = ::fork();
-        if (child == 0) {
-          ::close(socket), ::close(pid_pipe[0]), ::close(pid_pipe[1]);
-          start_forked_worker(harness, {fds[0], fds[1], fds[2], fds[3]}, become);
-        }
-        (void)!::write(pid_pipe[1], &child, sizeof child);
-        _exit(0);  // the worker is orphaned, and so re-parented to the harness (the subreaper)
-      }
-      ::close(pid_pipe[1]);
-      if (middle > 0) {
-        if (::read(pid_pipe[0], &worker, sizeof worker) != static_cast<ssize_t>(sizeof worker)) worker = -1;
-        while (::waitpid(middle, nullptr, 0) < 0 && errno == EINTR) {
-        }
-      }
-      ::close(pid_pipe[0]);
+    if (count == kFdCount && n == 1 && request[0] == 'F') {
+      ChildProcess middle = ChildProcess::start(
+          {ChildChannels::from_child},
+          [&](std::span<const int> pid_pipe) {  // the middle process: [0] writes the worker's pid
+            ChildProcess child = ChildProcess::start(
+                {},
+                [&](std::span<const int>) -> int {
+                  ::close(socket), ::close(pid_pipe[0]);
+                  start_forked_worker(harness, {fds[0], fds[1], fds[2], fds[3]}, become);
+                },
+                kOrphan);
+            const pid_t pid = child.release();  // -1 when the fork failed; never killed from here
+            (void)!::write(pid_pipe[0], &pid, sizeof pid);
+            return 0;
+          },
+          kOrphan);
+      if (middle && middle.read(0, reinterpret_cast<char*>(&worker), sizeof worker) != static_cast<ssize_t>(sizeof worker))
+        worker = -1;
+      middle.wait();
     }
     for (int i = 0; i < count; ++i) ::close(fds[i]);
     if (!send_with_fds(socket, std::string_view(reinterpret_cast<const char*>(&worker), sizeof worker), nullptr, 0))
@@ -130,54 +133,40 @@ int other_threads() {
 
 void WorkerZygote::start(const Prepare& prepare, const std::function<void()>& setup, const BecomeWorker& become) {
   if (state_ != State::off) return;
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-    return fail(std::string("no socket pair: ") + std::strerror(errno));
   int was_subreaper = 0;
   ::prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper, 0, 0, 0);
   if (was_subreaper == 0) {  // one that was (a service manager, say) stays one
-    if (::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
-      ::close(sv[0]), ::close(sv[1]);
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
       return fail(std::string("this process cannot be a child subreaper: ") + std::strerror(errno));
-    }
     subreaper_ = true;
   }
   const pid_t harness = ::getpid();
-  std::fflush(nullptr);  // nothing buffered may be written twice
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(sv[0]), ::close(sv[1]);
-    return fail(std::string("cannot fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != harness) _exit(0);
-    ::close(sv[0]);
-    const int socket = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 880);  // out of the way of fds a library uses
-    if (socket < 0) _exit(5);
-    ::close(sv[1]);
+  child_ = ChildProcess::start({ChildChannels::socket}, [&](std::span<const int> ends) -> int {
+    const int socket = ::fcntl(ends[0], F_DUPFD_CLOEXEC, 880);  // out of the way of fds a library uses
+    if (socket < 0) return 5;
+    ::close(ends[0]);
     close_inherited_fds({socket});  // Note [A worker holds only its own descriptors]
     prepare();
     if (setup) setup();
     if (const int threads = other_threads(); threads != 0) {
       (void)send_with_fds(socket, "U " + std::to_string(threads), nullptr, 0);
-      _exit(0);
+      return 0;
     }
-    if (!send_with_fds(socket, "R", nullptr, 0)) _exit(0);
+    if (!send_with_fds(socket, "R", nullptr, 0)) return 0;
     serve(socket, harness, become);
-  }
-  ::setpgid(pid, pid);  // as for a worker: its group exists before any kill
-  ::close(sv[1]);
-  socket_ = sv[0], pid_ = pid, state_ = State::loading;
+  });  // its own group, as a worker's: it exists before any kill
+  if (const auto& failure = child_.failure())
+    return fail(std::string(failure->step == StartFailure::channels ? "no socket pair: " : "cannot fork: ") +
+                std::strerror(failure->error));
+  state_ = State::loading;
 }
 
 bool WorkerZygote::ready() {
   if (state_ != State::loading) return state_ == State::ready;
-  pollfd p{socket_, POLLIN, 0};
-  if (::poll(&p, 1, 0) <= 0) return false;  // still loading
+  if (!child_.readable(0)) return false;  // still loading
   char message[64] = {};
   int fds[kFdCount], count = 0;
-  const ssize_t n = receive_with_fds(socket_, message, sizeof message - 1, fds, &count);
+  const ssize_t n = receive_with_fds(child_.fd(0), message, sizeof message - 1, fds, &count);
   for (int i = 0; i < count; ++i) ::close(fds[i]);
   if (n == 1 && message[0] == 'R') {
     state_ = State::ready;
@@ -201,8 +190,7 @@ bool WorkerZygote::wait_ready(std::chrono::milliseconds limit, const std::functi
                              : std::string("the run was stopped while it loaded the library"));
       return false;
     }
-    pollfd p{socket_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 100))) > 0) break;
+    if (child_.readable(0, std::min(left, std::chrono::milliseconds(100)))) break;
   }
   return ready();
 }
@@ -210,17 +198,13 @@ bool WorkerZygote::wait_ready(std::chrono::milliseconds limit, const std::functi
 pid_t WorkerZygote::fork_worker(const WorkerChildEnds& ends, const std::function<bool(pid_t)>& known_pid) {
   if (!ready()) return -1;
   const int fds[kFdCount] = {ends.requests, ends.replies, ends.output, ends.note};
-  if (!send_with_fds(socket_, "F", fds, kFdCount)) return fail("it does not take requests"), -1;
-  pollfd p{socket_, POLLIN, 0};
-  int ready_fds;
-  do ready_fds = ::poll(&p, 1, kAnswerTimeoutMs);
-  while (ready_fds < 0 && errno == EINTR);
-  if (ready_fds <= 0) return fail("no answer to a fork request"), -1;
+  if (!send_with_fds(child_.fd(0), "F", fds, kFdCount)) return fail("it does not take requests"), -1;
+  if (!child_.readable(0, kAnswerTimeout)) return fail("no answer to a fork request"), -1;
   pid_t pid = -1;
   int got[kFdCount], count = 0;
-  const ssize_t n = receive_with_fds(socket_, reinterpret_cast<char*>(&pid), sizeof pid, got, &count);
+  const ssize_t n = receive_with_fds(child_.fd(0), reinterpret_cast<char*>(&pid), sizeof pid, got, &count);
   for (int i = 0; i < count; ++i) ::close(got[i]);
-  if (n != static_cast<ssize_t>(sizeof pid) || pid <= 0 || pid == pid_ || known_pid(pid))
+  if (n != static_cast<ssize_t>(sizeof pid) || pid <= 0 || pid == child_.pid() || known_pid(pid))
     return fail("it answered a fork request with no new worker"), -1;
   // Its answer is checked as a worker's would be: the pid must be a child of ours (alive, or
   // dead and not yet waited for: then the pool finds its death as usual).
@@ -238,13 +222,7 @@ void WorkerZygote::fail(std::string why) {
 }
 
 void WorkerZygote::stop() {
-  if (pid_ > 0) {
-    ::kill(-pid_, SIGKILL), ::kill(pid_, SIGKILL);
-    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-  }
-  if (socket_ >= 0) ::close(socket_), socket_ = -1;
+  child_ = ChildProcess{};  // kills it with its group, reaps it, closes the socket
   if (subreaper_) ::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), subreaper_ = false;
   if (state_ != State::off) {
     state_ = State::failed;

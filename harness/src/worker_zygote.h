@@ -29,6 +29,8 @@
 #include <functional>
 #include <string>
 
+#include "opconform/harness/child_process.h"
+
 namespace opconform::harness {
 
 // The ends a new worker gets: where it reads requests, writes replies, writes its stdout and
@@ -67,7 +69,7 @@ class WorkerZygote {
   pid_t fork_worker(const WorkerChildEnds& ends, const std::function<bool(pid_t)>& known_pid);
   // Kills the zygote and ends the subreaper role.
   void stop();
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_.pid(); }
   // Why it is not used, once it is not ("" while it is).
   const std::string& why_not() const { return why_not_; }
 
@@ -76,8 +78,7 @@ class WorkerZygote {
 
   enum class State { off, loading, ready, failed };
   State state_ = State::off;
-  pid_t pid_ = -1;
-  int socket_ = -1;  // SOCK_SEQPACKET to the zygote
+  ChildProcess child_;  // the zygote; its channel 0: SOCK_SEQPACKET to it
   bool subreaper_ = false;  // this process was made a child subreaper for it
   std::string why_not_;
 };

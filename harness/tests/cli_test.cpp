@@ -549,8 +549,16 @@ TEST_F(Cli, ReportDiffFindsRegressions) {
   const int status = opconform_main({"report", "diff", (dir_ / "before/report.json").string(),
                                      (dir_ / "after/report.json").string()});
   const std::string out = testing::internal::GetCapturedStdout();
-  EXPECT_EQ(status, 0) << "new ops are not regressions:\n" << out;
-  EXPECT_NE(out.find("fixture::crash"), std::string::npos) << out;
+  // New ops are no regressions, but what they bring is new findings (by cause): a crash and a hang.
+  EXPECT_EQ(status, 1) << "a new finding fails the diff:\n" << out;
+  EXPECT_NE(out.find("## New findings (2)"), std::string::npos) << out;
+  EXPECT_NE(out.find("fixture::crash/test_schema/crash/SIGSEGV"), std::string::npos) << out;
+  EXPECT_NE(out.find("0 regressions"), std::string::npos) << out;
+  testing::internal::CaptureStdout();
+  const int same = opconform_main({"report", "diff", (dir_ / "after/report.json").string(),
+                                   (dir_ / "after/report.json").string()});
+  testing::internal::GetCapturedStdout();
+  EXPECT_EQ(same, 0) << "the same findings: nothing new";
   testing::internal::CaptureStdout();
   const int reverse = opconform_main({"report", "diff", (dir_ / "after/report.json").string(),
                                       (dir_ / "before/report.json").string()});
