@@ -290,7 +290,14 @@ RunOutcome run_conformance(const RunRequest& request) {
   // Which sandbox layers the workers get on this machine, once, for the header and the report.
   if (request.jobs > 0) report.info.sandbox = describe_layers(probe_sandbox(sandbox), sandbox);
   listeners.on_run_start(report.info, cases.size());
+  // Results an --expect entry covers are marked as they come, so the console does not print an
+  // expected finding as a failure (apply_expectations gives the same marks at the end).
+  const std::string today = reports::today_utc();
+  const auto mark_expected = [&](std::vector<reports::CaseResult>& results) {
+    for (auto& r : results) r.expected = reports::expected_reason(request.expectations, r, today);
+  };
   if (!load_results.empty()) {
+    mark_expected(load_results);
     listeners.on_case_done(load_results, 0, cases.size());
     report.results = load_results;
   }
@@ -316,6 +323,7 @@ RunOutcome run_conformance(const RunRequest& request) {
   std::vector<std::vector<reports::CaseResult>> by_case(cases.size());
   size_t done = 0;
   auto finished = [&](size_t index, std::vector<reports::CaseResult> results) {
+    mark_expected(results);
     if (request.verbose) print_verbose(results);
     listeners.on_case_done(results, ++done, cases.size());
     by_case[index] = std::move(results);
@@ -370,7 +378,7 @@ RunOutcome run_conformance(const RunRequest& request) {
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!request.expectations_file.empty()) {
     report.info.expectations_file = request.expectations_file;
-    reports::apply_expectations(report, request.expectations, reports::today_utc());
+    reports::apply_expectations(report, request.expectations, today);
   }
   listeners.on_run_end(report);
   if (report_files) write_reports(*report_files, report);

@@ -200,9 +200,11 @@ void ConsoleListener::draw_progress(const std::string& text) {
 
 namespace {
 // "FAILED      aten::add gradcheck [cpu, float32]: message", and its repro line.
+// An expected one (--expect) says so instead of its outcome, in the skip colour.
 void print_result(std::FILE* out, const CaseResult& r, bool color) {
-  std::string line = paint(label(r.outcome), color_of(r.outcome), color) + " " + detail::one_line_text(r.op) + " " +
-                     detail::one_line_text(detail::where(r));
+  const std::string tag = r.expected.empty() ? label(r.outcome) : "EXPECTED   ";
+  std::string line = paint(tag, r.expected.empty() ? color_of(r.outcome) : color_of(Outcome::skipped), color) + " " +
+                     detail::one_line_text(r.op) + " " + detail::one_line_text(detail::where(r));
   if (!r.message.empty()) line += ": " + detail::one_line_text(detail::first_line(r.message), 4096);
   std::fprintf(out, "%s\n", line.c_str());
   if (!r.repro.empty()) std::fprintf(out, "            repro: %s\n", detail::one_line_text(r.repro, 4096).c_str());
@@ -210,13 +212,15 @@ void print_result(std::FILE* out, const CaseResult& r, bool color) {
 }  // namespace
 
 void ConsoleListener::on_case_done(const std::vector<CaseResult>& results, size_t done, size_t total) {
+  // What fails the run: an outcome --fail-on names that no --expect entry covers.
+  const auto fails_run = [&](const CaseResult& r) { return options_.fail_on.fails_on(r.outcome) && r.expected.empty(); };
   for (const CaseResult& r : results) {
-    if (options_.fail_on.fails_on(r.outcome)) ++failures_;
+    if (fails_run(r)) ++failures_;
   }
   if (options_.quiet) {
-    // --quiet: only what fails the run, as it comes; no progress, no skips.
+    // --quiet: only what fails the run, as it comes; no progress, no skips, no expected findings.
     for (const CaseResult& r : results)
-      if (options_.fail_on.fails_on(r.outcome)) print_result(out_, r, options_.color);
+      if (fails_run(r)) print_result(out_, r, options_.color);
     std::fflush(out_);
     return;
   }
@@ -276,14 +280,18 @@ void ConsoleListener::print_inference_only(const Report& report) {
 // Note [One finding per cause]: the findings, most results first, each with what it covers; then
 // the expectations that are stale or expired.
 void ConsoleListener::print_findings(const Report& report) {
-  const auto found = findings(report);
+  auto found = findings(report);
   if (found.empty()) return;
-  size_t results = 0;
-  for (const Finding& f : found) results += f.results.size();
+  size_t results = 0, expected = 0;
+  for (const Finding& f : found) results += f.results.size(), expected += f.expected == f.results.size() ? 1 : 0;
+  // Those an --expect entry does not wholly cover first: they are what fails the run.
+  std::stable_partition(found.begin(), found.end(), [](const Finding& f) { return f.expected < f.results.size(); });
   std::fprintf(out_, "%s\n",
                paint(std::to_string(found.size()) + (found.size() == 1 ? " finding" : " findings") + " (" +
-                         std::to_string(results) + " results; one per cause, most results first):",
-                     kRed, options_.color)
+                         std::to_string(results) + " results; one per cause, " +
+                         (expected == 0 ? std::string() : std::to_string(expected) + " expected; new ones first, then ") +
+                         "most results first):",
+                     expected == found.size() ? color_of(Outcome::skipped) : kRed, options_.color)
                    .c_str());
   constexpr size_t kShown = 25;
   for (size_t k = 0; k < found.size() && k < kShown; ++k) {

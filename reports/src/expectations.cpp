@@ -147,8 +147,15 @@ std::vector<Expectation> read_expectations(const std::filesystem::path& path) {
   return parse_expectations(text.str(), path.string());
 }
 
+std::string expected_reason(const std::vector<Expectation>& entries, const CaseResult& result, std::string_view today) {
+  for (const Expectation& e : entries)
+    if ((e.until.empty() || e.until >= today) && e.covers(result)) return e.reason;
+  return "";
+}
+
 void apply_expectations(Report& report, const std::vector<Expectation>& entries, std::string_view today) {
   report.expectations.clear();
+  for (CaseResult& r : report.results) r.expected.clear();
   for (const Expectation& e : entries) {
     ExpectationEntry applied;
     applied.line = e.line, applied.selector = e.selector, applied.reason = e.reason, applied.until = e.until;

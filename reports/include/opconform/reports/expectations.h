@@ -46,6 +46,9 @@ std::vector<Expectation> read_expectations(const std::filesystem::path& path);
 // status in report.expectations. `today` is "YYYY-MM-DD" (today_utc()). The first entry that
 // covers a result is its reason.
 void apply_expectations(Report& report, const std::vector<Expectation>& entries, std::string_view today);
+// The reason of the first entry that covers `result` and is not past its date on `today` ("" when
+// none): what apply_expectations marks, for one result as it comes (the console's lines).
+std::string expected_reason(const std::vector<Expectation>& entries, const CaseResult& result, std::string_view today);
 // Today's date in UTC, "YYYY-MM-DD".
 std::string today_utc();
 
