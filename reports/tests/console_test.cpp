@@ -37,12 +37,11 @@ std::vector<std::vector<CaseResult>> cases_of(const Report& report) {
 
 // Runs the sample through a ConsoleListener writing to a temporary file, 1.25 s per case on the
 // fake clock, and returns what was written.
-std::string console_output(ConsoleOptions options) {
+std::string console_output(ConsoleOptions options, const Report& report = sample_report()) {
   std::FILE* file = std::tmpfile();
   EXPECT_NE(file, nullptr);
   auto now = std::chrono::steady_clock::time_point{} + 100s;
   ConsoleListener listener(file, options, [&now] { return now; });
-  const Report report = sample_report();
   const auto cases = cases_of(report);
   listener.on_run_start(report.info, cases.size());
   for (size_t k = 0; k < cases.size(); ++k) {
@@ -264,6 +263,32 @@ TEST(ReportsConsoleOptionsFor, TerminalAndColourOnlyOnATerminalWithoutNoColor) {
   }
   std::fclose(tty);
   ::close(leader);
+}
+
+}  // namespace
+}  // namespace opconform::reports
+
+#include "opconform/reports/expectations.h"
+
+namespace opconform::reports {
+namespace {
+
+// --expect: an expected result is printed as EXPECTED (and not at all with --quiet), and the
+// findings list the ones no entry covers first.
+TEST(ReportsConsole, ExpectedResultsAreMarkedAndNewFindingsComeFirst) {
+  Report report = sample_report();
+  apply_expectations(report,
+                     parse_expectations("op=aten::add.Tensor reason=known\nop=aten::index_put reason=known\n", "e"),
+                     "2026-12-07");
+  const std::string text = console_output({.terminal = false, .color = false}, report);
+  EXPECT_THAT(text, HasSubstr("EXPECTED    aten::add.Tensor gradcheck [cpu, float32]"));
+  EXPECT_THAT(text, Not(HasSubstr("FAILED      aten::add.Tensor gradcheck")));
+  EXPECT_THAT(text, HasSubstr("6 findings (6 results; one per cause, 2 expected; new ones first, then most results first):\n"
+                              "  1 x TIMED_OUT   the kernel hung past the time-out"));
+  EXPECT_THAT(text, HasSubstr("[aten::index_put/determinism/crash/SIGSEGV] (expected)\n"));
+  const std::string quiet = console_output({.terminal = true, .color = false, .quiet = true}, report);
+  EXPECT_THAT(quiet, Not(HasSubstr("aten::add.Tensor gradcheck [cpu, float32]")));
+  EXPECT_THAT(quiet, HasSubstr("TIMED_OUT   aten::sort.stable dtype_consistency"));
 }
 
 }  // namespace
