@@ -16,6 +16,7 @@ namespace opconform::conformance {
 namespace {
 
 using ::testing::HasSubstr;
+using ::opconform::conformance::FindingKind;
 
 Tensor floats(int64_t n) {
   Tensor t = empty({n}, TensorOptions(DType::Float32));
@@ -72,6 +73,8 @@ TEST_F(MemorySafetyTest, FourBytesWrittenBeforeTheOutputAreNamed) {
   CheckResult r = run(op, {IValue(floats(5))});
   EXPECT_EQ(r.outcome, Outcome::failed);
   EXPECT_THAT(r.message, HasSubstr("wrote before the start of output 0 (4 guard bytes changed, up to 4 bytes before it)"));
+  ASSERT_TRUE(r.cause.has_value());
+  EXPECT_EQ(r.cause->kind, FindingKind::out_of_bounds);
 }
 
 TEST_F(MemorySafetyTest, AnEightByteOverreadOfAnInputIsNamed) {

@@ -18,6 +18,7 @@ namespace opconform::conformance {
 namespace {
 
 using ::testing::HasSubstr;
+using ::opconform::conformance::FindingKind;
 using opconform::testing::map;
 
 Tensor values(std::vector<int64_t> sizes, DType dtype = DType::Float32, double start = 0.25) {
@@ -131,6 +132,8 @@ TEST_F(PropertiesTest, DtypeConsistencyPassesAndFlagsHalfPrecisionInternals) {
   CheckResult r = run(detail::make_dtype_consistency(), lossy, {IValue(values({5}))});
   ASSERT_EQ(r.outcome, Outcome::failed);
   EXPECT_THAT(r.message, HasSubstr("output 0 in float32 differs from the float64 run"));
+  ASSERT_TRUE(r.cause.has_value());
+  EXPECT_EQ(r.cause->kind, FindingKind::rounding_bias);
   EXPECT_EQ(run(detail::make_dtype_consistency(), op, {IValue(values({5}, DType::Float64))}).outcome, Outcome::skipped);
 }
 

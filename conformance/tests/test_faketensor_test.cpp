@@ -12,6 +12,7 @@ namespace opconform::conformance {
 namespace {
 
 using ::testing::HasSubstr;
+using ::opconform::conformance::FindingKind;
 
 Tensor mat() { return from_vector<float>({1, 0, 3, 0, 5, 6}, {2, 3}); }
 Tensor twice(const Tensor& x) { return testing::map(x, [](double v) { return 2 * v; }); }
@@ -164,6 +165,9 @@ TEST_F(FakeTensorTest, AliasingPatternMismatchFails) {
   CheckResult r = check("ft::flat2", {IValue(mat())});
   EXPECT_EQ(r.outcome, Outcome::failed);
   EXPECT_THAT(r.message, HasSubstr("output 0 aliases argument 'x' in the real run but not in the fake run"));
+  ASSERT_TRUE(r.cause.has_value());
+  EXPECT_EQ(r.cause->kind, FindingKind::aliasing_mismatch);
+  EXPECT_EQ(r.cause->subject, "output 0");
 }
 
 TEST_F(FakeTensorTest, RealRunErrorsAreFailuresOrUnsupported) {

@@ -15,6 +15,7 @@ namespace opconform::conformance {
 namespace {
 
 using ::testing::HasSubstr;
+using ::opconform::conformance::FindingKind;
 
 Tensor vec(std::vector<float> v) { return from_vector<float>(v, {static_cast<int64_t>(v.size())}); }
 Tensor add(const Tensor& a, const Tensor& b) { return testing::zip(a, b, [](double p, double q) { return p + q; }); }
@@ -133,6 +134,8 @@ TEST_F(TestSchemaTest, OutputThatIsAnInputObjectFails) {
   CheckResult r = check("ts::ident", {IValue(vec({1}))});
   EXPECT_EQ(r.outcome, Outcome::failed);
   EXPECT_THAT(r.message, HasSubstr("output 0 is argument 'x' itself, but 'x' is not mutable"));
+  ASSERT_TRUE(r.cause.has_value());
+  EXPECT_EQ(r.cause->kind, FindingKind::schema_violation);
 }
 
 TEST_F(TestSchemaTest, OutputsAliasingEachOtherFail) {

@@ -25,6 +25,7 @@ namespace opconform::conformance {
 namespace {
 
 using ::testing::HasSubstr;
+using ::opconform::conformance::FindingKind;
 
 constexpr int64_t kTable = 1 << 18;
 
@@ -82,6 +83,9 @@ TEST_F(ThreadSafetyTest, ALazilyFilledTableWithoutSynchronisationFails) {
   EXPECT_EQ(r.outcome, Outcome::failed);
   EXPECT_THAT(r.message, ::testing::ContainsRegex("in [0-9]+ concurrent calls, thread"));
   EXPECT_THAT(r.message, HasSubstr("differs from a sequential call's (bitwise): output 0"));
+  ASSERT_TRUE(r.cause.has_value());
+  EXPECT_EQ(r.cause->kind, FindingKind::race);
+  EXPECT_EQ(r.cause->subject, "output 0");
 }
 
 TEST_F(ThreadSafetyTest, TheSameTableBehindCallOnceIsThreadSafe) {

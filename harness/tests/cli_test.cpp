@@ -94,6 +94,8 @@ TEST_F(Cli, CrashesAndHangsAreResultsAndTheRunCompletes) {
   // The first check hangs; the case's others are skipped rather than costing a time-out each.
   ASSERT_EQ(hang.size(), 3u);
   EXPECT_EQ(hang["test_schema"], Outcome::timed_out);
+  for (const auto& c : r.results)
+    if (c.op == "fixture::hang" && c.check == "test_schema") EXPECT_EQ(c.cause_key(), "fixture::hang/test_schema/hang/");
   for (const auto& c : r.results) {
     if (c.op == "fixture::hang" && c.check != "test_schema") {
       EXPECT_EQ(c.outcome, Outcome::skipped) << c.check;
@@ -449,6 +451,7 @@ TEST_F(Cli, AFileThatIsNotAPluginIsAFailedLoad) {
   ASSERT_EQ(r.results.size(), 1u);
   EXPECT_EQ(r.results[0].outcome, Outcome::failed);
   EXPECT_NE(r.results[0].message.find("not a shared library"), std::string::npos) << r.results[0].message;
+  EXPECT_EQ(r.results[0].cause()->kind, conformance::FindingKind::load);
 }
 
 TEST_F(Cli, ShardsCoverTheRunAndMergeBackIntoIt) {
