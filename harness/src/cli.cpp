@@ -572,9 +572,12 @@ std::string repro_line_as_printed(std::string_view text) {
 std::string help_footer() {
   std::string out = R"(Exit status:
   0  the run passed (nothing --fail-on names), or the command did what it was asked
-  1  the verdict: a result --fail-on names (default failed, crashed, timed_out, untested), a library
-     that does not load, broken registrations (doctor), a regression (report diff)
-  2  a usage error: an unknown flag or value, a --ops or --checks pattern that matches nothing
+  1  the verdict: a result --fail-on names (default failed, crashed, timed_out, untested) that no
+     --expect entry covers, an --expect entry past its date (or a stale one, with --fail-on stale),
+     a library that does not load, broken registrations (doctor), a new finding or a regression
+     (report diff)
+  2  a usage error: an unknown flag or value, a --ops or --checks pattern that matches nothing, a
+     malformed --expect file
   3  an error that stopped the command before it could report (a file it cannot read or write)
   128+N  stopped by signal N (SIGINT: 130, SIGTERM: 143); the partial report is still written
 Environment:
