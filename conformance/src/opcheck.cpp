@@ -34,6 +34,9 @@ ToleranceSpec tolerance_of(const OperatorHandle& op, const OpcheckOptions& optio
 CheckResult device_fault_on(CheckResult r, const std::string& fault) {
   const std::string said = r.outcome == Outcome::passed ? "" : r.message;
   r.outcome = Outcome::crashed;
+  // The fault is the cause, whatever the check had found (a skip's or a gap's cause would file it
+  // where an --expect entry for that gap covers it).
+  r.cause = Cause{FindingKind::crash, "cuda fault", "a CUDA kernel faulted"};
   r.message = concat("a CUDA kernel faulted on this sample: the device reported '", fault, "'",
                      said.empty() ? "" : concat("; the check said: ", said));
   return r;

@@ -137,6 +137,7 @@ bool settle(const std::vector<pid_t>& before, std::vector<pid_t> now) {
 CaseResult with_device_fault(CaseResult r, const std::string& fault) {
   const std::string said = r.message;
   r.outcome = conformance::Outcome::crashed;
+  r.recorded_cause = conformance::Cause{conformance::FindingKind::crash, "cuda fault", "a CUDA kernel faulted"};
   r.message = "a CUDA kernel faulted in this check: synchronising the device after it returned '" + fault +
               "'; the process's CUDA context is lost, so the next check runs in a new worker" +
               (said.empty() ? "" : "; the check itself said: " + said);

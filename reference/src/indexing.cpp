@@ -194,8 +194,8 @@ Reduce parse_reduce(const std::string& reduce) {
 // The dtypes PyTorch's CPU kernels take per reduction: mean has no bool, amax/amin no complex.
 void check_reduce_dtype(Reduce r, const std::string& reduce, DType d) {
   const bool ok = r == Reduce::mean ? d != DType::Bool : (r == Reduce::amax || r == Reduce::amin) ? !is_complex(d) : true;
-  OPCONFORM_CHECK(ok, ErrorCode::kNotImplemented, kScatterReduce, ": reduce='", reduce, "' does not support dtype ",
-                  name(d));
+  OPCONFORM_CHECK_BECAUSE(ok, ErrorCode::kNotImplemented, ErrorReason::kDtypeNotImplemented, kScatterReduce,
+                          ": reduce='", reduce, "' does not support dtype ", name(d));
 }
 
 // The scatter ops' checks (PyTorch's scatter_gather_dtype_check and scatter_shape_check); returns

@@ -246,7 +246,8 @@ void require_dtype(std::string_view op, const Tensor& t, const std::vector<DType
   if (std::find(allowed.begin(), allowed.end(), t.dtype()) != allowed.end()) return;
   std::string taken;
   for (DType d : allowed) taken += (taken.empty() ? "" : ", ") + std::string(name(d));
-  throw Error(ErrorCode::kNotImplemented, opconform::detail::concat(op, ": argument '", arg, "' has dtype ",
+  throw Error(ErrorCode::kNotImplemented, ErrorReason::kDtypeNotImplemented,
+              opconform::detail::concat(op, ": argument '", arg, "' has dtype ",
                                                                      name(t.dtype()), ", which the operator does not "
                                                                      "support (it takes ", taken, ")"));
 }

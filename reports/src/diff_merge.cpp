@@ -97,8 +97,16 @@ ReportDiff diff(const Report& before, const Report& after) {
       d.changed.emplace_back(was, *now);
     }
   }
-  // By cause: a finding is new when no finding of `before` has its key.
-  const auto old_findings = findings(before), now_findings = findings(after);
+  // By cause: a finding is new when no finding of `before` has its key. Only where both reports
+  // recorded causes (an older report's keys are its outcomes', never the new ones).
+  const auto records_causes = [](const Report& r) {
+    return std::all_of(r.results.begin(), r.results.end(), [](const CaseResult& c) {
+      return detail::is_ok(c.outcome) || c.outcome == Outcome::unsupported || c.check == "load" || c.recorded_cause;
+    });
+  };
+  d.by_cause = records_causes(before) && records_causes(after);
+  const auto old_findings = d.by_cause ? findings(before) : std::vector<Finding>{};
+  const auto now_findings = d.by_cause ? findings(after) : std::vector<Finding>{};
   const auto only_in = [](const std::vector<Finding>& list, const std::vector<Finding>& other) {
     std::set<std::string> keys;
     for (const Finding& f : other) keys.insert(f.key);
@@ -118,6 +126,8 @@ ReportDiff diff(const Report& before, const Report& after) {
 std::string format_diff(const ReportDiff& d) {
   std::ostringstream out;
   out << "# opconform report diff\n\n";
+  if (!d.by_cause)
+    out << "Findings not compared by cause: a report was written before causes were recorded (schema 1 or 2).\n\n";
   if (d.empty()) {
     out << "No differences.\n";
     return out.str();
@@ -159,15 +169,21 @@ Report merge(const std::vector<Report>& shards) {
                     ": shards of one run share one --fail-on");
     merged.seconds = std::max(merged.seconds, shard.seconds);
     merged.info.interrupted = merged.info.interrupted || shard.info.interrupted;
+    OPCONFORM_CHECK(shard.info.expectations_file == merged.info.expectations_file, ErrorCode::kInvalidArgument, "merge: ",
+                    shard_name(shards, s), " was run with --expect '", shard.info.expectations_file, "', ",
+                    shard_name(shards, 0), " with '", merged.info.expectations_file,
+                    "': shards of one run share one expectations file");
     for (const ExpectationEntry& e : shard.expectations) {
       auto at = std::find_if(merged.expectations.begin(), merged.expectations.end(),
                              [&](const ExpectationEntry& m) { return m.line == e.line; });
       if (at == merged.expectations.end()) {
         merged.expectations.push_back(e);
-      } else {
-        at->matched += e.matched;
-        if (at->status == ExpectationEntry::Status::stale && at->matched > 0) at->status = ExpectationEntry::Status::active;
+        continue;
       }
+      at->matched += e.matched;
+      // Expired in one shard (a run across midnight) is expired; matched in any is not stale.
+      if (e.status == ExpectationEntry::Status::expired) at->status = ExpectationEntry::Status::expired;
+      else if (at->status == ExpectationEntry::Status::stale && at->matched > 0) at->status = ExpectationEntry::Status::active;
     }
     for (const CaseResult& r : shard.results) {
       auto [it, inserted] = seen.try_emplace(key_of(r), s);

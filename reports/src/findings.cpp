@@ -39,6 +39,8 @@ std::vector<Finding> group(const Report& report, Keep keep) {
     if (!r.device.empty()) insert_sorted(f.devices, r.device);
     if (!r.expected.empty()) ++f.expected;
   }
+  // The title shown is the lead result's, beside its message.
+  for (Finding& f : out) f.cause = *report.results[f.lead].cause();
   // Most results first; stable, so ties keep the order of their first result.
   std::stable_sort(out.begin(), out.end(),
                    [](const Finding& a, const Finding& b) { return a.results.size() > b.results.size(); });

@@ -121,7 +121,7 @@ TEST(ReportsConsole, QuietShowsOnlyTheFailuresAndTheVerdict) {
                   "      aten::index_put; int64; cpu\n"
                   "  1 x TIMED_OUT   the kernel hung past the time-out  [aten::sort.stable/dtype_consistency/hang/]\n"
                   "      aten::sort.stable; float32; cpu\n"
-                  "  1 x MISTRUSTED  test_faketensor proved nothing  [aten::zeros_like/test_faketensor/inconclusive/]\n"
+                  "  1 x MISTRUSTED  every compared value was zero  [aten::zeros_like/test_faketensor/inconclusive/output_0]\n"
                   "      aten::zeros_like; float32; cpu\n"
                   "  1 x FAILED      output 0 has a wrong shape <&\"|'>  "
                   "[vendor::fused<&\"|'>.out/edge_shapes/shape_mismatch/output_0]\n"

@@ -33,6 +33,8 @@ Report later_report() {
                  std::string repro = "") {
     CaseResult& r = find(after, op, check, dtype);
     r.outcome = o;
+    // As a check records it: a cause on every result that is not ok.
+    r.recorded_cause = o == Outcome::passed || o == Outcome::skipped ? std::nullopt : conformance::cause_for_outcome(o, check);
     r.message = std::move(message);
     r.repro = std::move(repro);
   };
@@ -45,6 +47,7 @@ Report later_report() {
   set("aten::zeros_like", "test_faketensor", "float32", Outcome::skipped, "not applicable");   // fix
   std::erase_if(after.results, [](const CaseResult& r) { return r.op == "vendor::broken"; });  // removed op
   after.results.push_back(result("aten::sub.Tensor", "gradcheck", "cpu", "float32", Outcome::failed, "new and broken"));
+  after.results.back().recorded_cause = conformance::Cause{conformance::FindingKind::wrong_gradient, "self", "wrong"};
   return after;
 }
 

@@ -156,3 +156,22 @@ TEST(ReportsExpectations, TheAtenExampleFileParsesWithAReasonForEveryEntry) {
 
 }  // namespace
 }  // namespace opconform::reports
+
+namespace opconform::reports {
+namespace {
+
+// A shard sees only its ops: its stale entries do not fail it; the merged report judges them.
+TEST(ReportsExpectations, StaleEntriesAreJudgedOnTheMergedReportNotOnAShard) {
+  Report shard = sample_report();
+  shard.info.fail_on = parse_fail_policy("failed,crashed,timed_out,stale");
+  shard.info.shard = "0/2";
+  shard.results = {shard.results[0]};  // a pass: nothing to cover, so every entry is stale here
+  apply_expectations(shard, parse_expectations("op=aten::index_put reason=known\n", "e"), "2026-12-07");
+  ASSERT_EQ(shard.expectations[0].status, ExpectationEntry::Status::stale);
+  EXPECT_FALSE(fails(shard));
+  shard.info.shard = "";
+  EXPECT_TRUE(fails(shard));
+}
+
+}  // namespace
+}  // namespace opconform::reports

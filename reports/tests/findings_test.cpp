@@ -149,3 +149,29 @@ TEST(ReportsPartial, EveryFormatSaysPartial) {
 
 }  // namespace
 }  // namespace opconform::reports
+
+#include "opconform/reports/diff_merge.h"
+
+namespace opconform::reports {
+namespace {
+
+// report diff compares by cause only where both reports recorded causes: against a report written
+// before (schema 1 or 2), every finding would read new.
+TEST(ReportsFindings, DiffComparesByCauseOnlyWhenBothReportsRecordCauses) {
+  Report now = testing::sample_report(), old = now;
+  for (CaseResult& r : old.results) r.recorded_cause.reset();
+  const ReportDiff against_old = diff(old, now);
+  EXPECT_FALSE(against_old.by_cause);
+  EXPECT_TRUE(against_old.new_findings.empty());
+  EXPECT_THAT(format_diff(against_old), ::testing::HasSubstr("Findings not compared by cause"));
+  Report fixed = now;
+  fixed.results[1].outcome = Outcome::passed, fixed.results[1].recorded_cause.reset();
+  const ReportDiff d = diff(now, fixed);
+  EXPECT_TRUE(d.by_cause);
+  EXPECT_EQ(d.gone_findings, std::vector<std::string>{"aten::add.Tensor/gradcheck/wrong_gradient/self: the gradient of "
+                                                      "'self' is wrong (1 result)"});
+  EXPECT_TRUE(diff(fixed, now).new_findings.size() == 1u);
+}
+
+}  // namespace
+}  // namespace opconform::reports

@@ -33,7 +33,8 @@ std::vector<Invalid> invalid_calls(const CheckRun& k) {
     Stack missing = k.clone();
     missing.pop_back();
     const std::string last = arg_name(op, args.size() - 1);
-    cases.push_back({concat("without its last argument '", last, "'"), last, "without it", missing, ""});
+    // The subject is "last argument", not its name: samples may pass fewer trailing arguments.
+    cases.push_back({concat("without its last argument '", last, "'"), "last argument", "without it", missing, ""});
   }
   for (size_t i = 0; i < args.size(); ++i) {
     Stack wrong = k.clone();

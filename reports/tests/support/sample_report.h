@@ -60,8 +60,8 @@ inline Report sample_report() {
       result("vendor::broken", "load", "", "", Outcome::failed,
              "symbol 'vendor_broken_kernel' not found in /opt/vendor/lib/libvendor_ops.so", "", std::nullopt, 0),
   };
-  // Causes as the checks and the harness set them (Note [One finding per cause]); the skip, the
-  // mistrusted and the load result keep the ones their outcome gives.
+  // Causes as the checks and the harness set them (Note [One finding per cause]) on every result
+  // that is not ok; the skip and the load result keep the ones their outcome gives.
   using conformance::Cause;
   using conformance::FindingKind;
   report.results[1].recorded_cause = Cause{FindingKind::wrong_gradient, "self", "the gradient of 'self' is wrong"};
@@ -69,6 +69,7 @@ inline Report sample_report() {
       Cause{FindingKind::not_implemented, "library_not_implemented", "not implemented: the library does not implement these arguments"};
   report.results[7].recorded_cause = Cause{FindingKind::crash, "SIGSEGV", "the kernel crashed (SIGSEGV) in determinism"};
   report.results[8].recorded_cause = Cause{FindingKind::hang, "", "the kernel hung past the time-out"};
+  report.results[9].recorded_cause = Cause{FindingKind::inconclusive, "output 0", "every compared value was zero"};
   report.results[10].recorded_cause = Cause{FindingKind::shape_mismatch, "output 0", "output 0 has a wrong shape <&\"|'>"};
   return report;
 }

@@ -2,10 +2,10 @@
 // it concerns and a short title. Results with one cause key are one finding (reports/findings.h).
 //
 // Note [One finding per cause]: a vendor acts on causes, not on results. One wrong size check
-// shows up in several checks, every dtype and every sample; the report groups the results whose
-// cause key is equal into one finding. So the key is made of what does not change with the
-// sample: the op (unless the cause is library-wide), the check, the kind and the subject — never
-// sample values, sizes or message text. A check sets the cause where it knows the fact (the
+// shows up in every dtype and every sample of each check that meets it; the report groups the
+// results whose cause key is equal into one finding, one per check that catches the bug. So the
+// key is made of what does not change with the sample: the op (unless the cause is library-wide),
+// the check, the kind and the subject — never sample values, sizes or message text. A check sets the cause where it knows the fact (the
 // comparison that failed knows the field and the output; an opconform::Error carries its
 // ErrorReason, core/error.h); where a check sets none, opcheck gives the outcome's own kind
 // (crash, hang, not_implemented, ...), so that no result that is not a pass goes without one.

@@ -68,8 +68,9 @@ struct ChildOptions {
   // The child gets SIGKILL when the harness dies (PR_SET_PDEATHSIG), and exits at once when the
   // harness was gone before it asked.
   bool die_with_parent = true;
-  // Its own process group, made by the parent too (whichever runs first, the group exists
-  // before any kill); kill_group() and dropping it kill the group.
+  // Its own process group, made by the parent right after fork (the child's sandbox setup makes
+  // it too); kill_group() kills the group. Dropping a child that was not reaped stops it, group
+  // first; after a reap the caller kills what the group left (the pool's reap(), the probe's stop()).
   bool own_group = true;
 };
 

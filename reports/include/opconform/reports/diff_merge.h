@@ -12,6 +12,9 @@ struct ReportDiff {
   // vendor gates on. Each is "key: title (N results)".
   std::vector<std::string> new_findings;   // causes only in `after`
   std::vector<std::string> gone_findings;  // causes only in `before`
+  // False when a report was written before causes were recorded (schema 1 or 2): its results'
+  // keys are their outcomes' own, so every finding would read new; findings are then not compared.
+  bool by_cause = true;
   // Results keyed by CaseResult::key() in both reports:
   std::vector<std::pair<CaseResult, CaseResult>> regressions;  // ok before (passed/skipped), not ok after
   std::vector<std::pair<CaseResult, CaseResult>> fixes;        // not ok before, ok after

@@ -34,6 +34,8 @@ struct Expectation {
   std::string selector;                         // the matching fields as written, for reports
 
   bool covers(const CaseResult& result) const;
+  // As covers(), with the result's cause key computed once by the caller (many entries, one result).
+  bool covers(const CaseResult& result, std::string_view cause_key) const;
 };
 
 // Parses an expectations file's text; throws opconform::Error (kInvalidArgument) naming

@@ -12,7 +12,7 @@ namespace opconform::reports {
 
 struct Finding {
   std::string key;    // CaseResult::cause_key(), shared by every result of the finding
-  conformance::Cause cause;  // the lead result's cause (its title is the finding's title)
+  conformance::Cause cause;  // the lead result's cause (its title, shown beside the lead's message)
   std::string check;
   Outcome outcome = Outcome::failed;  // the worst outcome among its results (conformance::severity)
   std::vector<std::string> ops, dtypes, devices;  // what it covers, each sorted, without repeats
