@@ -283,7 +283,11 @@ void ConsoleListener::print_findings(const Report& report) {
   auto found = findings(report);
   if (found.empty()) return;
   size_t results = 0, expected = 0;
-  for (const Finding& f : found) results += f.results.size(), expected += f.expected == f.results.size() ? 1 : 0;
+  bool failing = false;  // red only when a finding fails the run (mistrusted ones do not, by default)
+  for (const Finding& f : found) {
+    results += f.results.size(), expected += f.expected == f.results.size() ? 1 : 0;
+    failing = failing || (options_.fail_on.fails_on(f.outcome) && f.expected < f.results.size());
+  }
   // Those an --expect entry does not wholly cover first: they are what fails the run.
   std::stable_partition(found.begin(), found.end(), [](const Finding& f) { return f.expected < f.results.size(); });
   std::fprintf(out_, "%s\n",
@@ -291,7 +295,7 @@ void ConsoleListener::print_findings(const Report& report) {
                          std::to_string(results) + " results; one per cause, " +
                          (expected == 0 ? std::string() : std::to_string(expected) + " expected; new ones first, then ") +
                          "most results first):",
-                     expected == found.size() ? color_of(Outcome::skipped) : kRed, options_.color)
+                     failing ? kRed : color_of(Outcome::skipped), options_.color)
                    .c_str());
   constexpr size_t kShown = 25;
   for (size_t k = 0; k < found.size() && k < kShown; ++k) {
