@@ -113,6 +113,28 @@ TEST_F(CauseTest, AShapeAStrideAndADtypeMismatchOfTheFakeKernel) {
   EXPECT_EQ(cause_of(shape).title, cause_of(shape_again).title);
 }
 
+// A fake kernel that returns a view at another storage offset, and one whose output's device
+// differs (meta instead of the input's): the field is the kind.
+TEST_F(CauseTest, AStorageOffsetAndADeviceMismatchOfTheFakeKernel) {
+  auto twice_with_fake = [&](const std::string& name, auto fake) {
+    held.push_back(std::make_unique<CustomOpDef>(custom_op(name, [](const Tensor& x) { return map(x, twice); },
+                                                           opts(registry), {"x"})));
+    held.back()->register_fake(fake);
+  };
+  twice_with_fake("t::fake_offset", [](const Tensor& x) {
+    return empty({x.numel() + 1}, x.options()).as_strided(x.sizes(), x.strides(), 1);
+  });
+  twice_with_fake("t::fake_device", [](const Tensor& x) { return empty(x.sizes(), TensorOptions{x.dtype(), Device::meta()}); });
+  const Stack sample{IValue(values({2, 3}))};
+  CheckResult offset = run(detail::make_test_faketensor(), "t::fake_offset", sample);
+  ASSERT_EQ(offset.outcome, Outcome::failed) << offset.message;
+  EXPECT_EQ(cause_of(offset).kind, FindingKind::storage_offset_mismatch) << offset.message;
+  EXPECT_EQ(cause_of(offset).subject, "output 0");
+  CheckResult device = run(detail::make_test_faketensor(), "t::fake_device", sample);
+  ASSERT_EQ(device.outcome, Outcome::failed) << device.message;
+  EXPECT_EQ(cause_of(device).kind, FindingKind::device_mismatch) << device.message;
+}
+
 // ---- effects and registrations
 
 TEST_F(CauseTest, AnUndeclaredMutationNamesTheArgument) {
