@@ -150,8 +150,8 @@ CaseResult read_result(const Json& j, const std::string& path) {
   return r;
 }
 
+// The recorded cause of `r` (which has one).
 OrderedJson cause_object(const CaseResult& r) {
-  if (!r.recorded_cause) return nullptr;
   const conformance::Cause& c = *r.recorded_cause;
   return {{"key", r.cause_key()},
           {"kind", conformance::to_string(c.kind)},

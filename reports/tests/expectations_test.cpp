@@ -41,6 +41,8 @@ TEST(ReportsExpectations, MalformedEntriesNameTheFileLineAndProblem) {
   EXPECT_THAT(error_of([] { parse("op=x outcome=bad reason=y\n"); }).message(), HasSubstr("outcome: unknown outcome 'bad'"));
   EXPECT_THAT(error_of([] { parse("op=x outcome=passed reason=y\n"); }).message(), HasSubstr("is never a finding"));
   EXPECT_THAT(error_of([] { parse("op=x reason=y until=2027-13-01\n"); }).message(), HasSubstr("not a date"));
+  EXPECT_THAT(error_of([] { parse("op=x reason=y until=2027-02-29\n"); }).message(), HasSubstr("not a date"));
+  EXPECT_EQ(parse("op=x reason=y until=2028-02-29\n").at(0).until, "2028-02-29");
   EXPECT_THAT(error_of([] { parse("op=x reason=\"open\n"); }).message(), HasSubstr("no closing quote"));
   EXPECT_THAT(error_of([] { parse("op x reason=y\n"); }).message(), HasSubstr("expected NAME=VALUE at column 1"));
   EXPECT_EQ(error_of([] { parse("op=x\n"); }).code(), ErrorCode::kInvalidArgument);

@@ -33,8 +33,8 @@ struct Expectation {
   std::string until;                            // "YYYY-MM-DD" or ""
   std::string selector;                         // the matching fields as written, for reports
 
-  bool covers(const CaseResult& result) const;
-  // As covers(), with the result's cause key computed once by the caller (many entries, one result).
+  // Whether the entry covers `result`, whose cause key (CaseResult::cause_key) the caller computed
+  // once for every entry it asks.
   bool covers(const CaseResult& result, std::string_view cause_key) const;
 };
 
