@@ -30,8 +30,7 @@ std::optional<CheckResult> missing_backward(const CheckContext& ctx, std::string
   CheckResult r;
   r.check = std::string(check);
   r.outcome = Outcome::unsupported;
-  r.reason = std::string(kNoBackward);
-  r.cause = Cause{FindingKind::not_implemented, "backward", "no backward registered (inference only)"};
+  r.cause = Cause{FindingKind::not_implemented, std::string(kNoBackwardSubject), "no backward registered (inference only)"};
   r.message = opconform::detail::concat(
       "'", ctx.op.name(), "': the library registers no backward for this differentiable op (the reference "
       "differentiates it), so its gradients cannot be checked; register one (OPC_KERNEL_BACKWARD in a plugin, "

@@ -33,6 +33,10 @@ int severity(Outcome o) {
   return 6;
 }
 
+bool is_missing_backward(const Cause& cause) {
+  return cause.kind == FindingKind::not_implemented && cause.subject == kNoBackwardSubject;
+}
+
 std::optional<Cause> cause_for_outcome(Outcome outcome, std::string_view check) {
   const std::string c(check);
   switch (outcome) {

@@ -100,7 +100,6 @@ std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedC
     cr.outcome = r.outcome;
     cr.message = r.message;
     cr.minimal_input = r.minimal_input;
-    cr.reason = r.reason;
     if (!r.ok()) cr.recorded_cause = r.cause;  // a skip's cause is its outcome's (Note [A result's JSON is small])
     cr.seconds = seconds.count(check) ? seconds[check] : 0;
     if (!r.ok()) {

@@ -104,6 +104,9 @@ ChildProcess ChildProcess::start(ChildChannels channels, const Main& main, Child
   const pid_t pid = ::fork();
   if (pid == 0) {
     for (int end : channels.parent_ends()) ::close(end);
+    // Both sides make the group (the classic pair): whichever runs first, a process the child
+    // forks before the parent's setpgid is in the group, and kill_group() reaches it.
+    if (options.own_group) ::setpgid(0, 0);
     if (options.die_with_parent) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) _exit(0);  // the harness is gone already

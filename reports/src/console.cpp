@@ -264,11 +264,12 @@ void ConsoleListener::print_untested(const Report& report) {
   if (untested.size() > kShown) std::fprintf(out_, "  ... and %zu more (report.md lists them all)\n", untested.size() - kShown);
 }
 
-// Ops whose gradient checks were unsupported for want of a backward (CheckResult::reason).
+// Ops whose gradient checks were unsupported for want of a backward (conformance::is_missing_backward).
 void ConsoleListener::print_inference_only(const Report& report) {
   std::vector<std::string> ops;
   for (const CaseResult& r : report.results)
-    if (r.reason == conformance::kNoBackward && std::find(ops.begin(), ops.end(), r.op) == ops.end()) ops.push_back(r.op);
+    if (const auto c = r.cause(); c && conformance::is_missing_backward(*c) && std::find(ops.begin(), ops.end(), r.op) == ops.end())
+      ops.push_back(r.op);
   if (ops.empty()) return;
   std::string list;
   for (size_t k = 0; k < ops.size() && k < 8; ++k) list += (k ? ", " : "") + detail::one_line_text(ops[k]);

@@ -128,7 +128,11 @@ CaseResult read_result(const Json& j, const std::string& path) {
     fail(path + ".minimal_input", "expected a string or null, got " + type_name(minimal));
   }
   r.seconds = number_field(j, "seconds", path);
-  if (j.contains("reason")) r.reason = string_field(j, "reason", path);
+  // Schema 1 and 2 said "no_backward" in a field of its own; schema 3 says it in the cause.
+  if (j.contains("reason") && string_field(j, "reason", path) == "no_backward" && !j.contains("cause"))
+    r.recorded_cause = conformance::Cause{conformance::FindingKind::not_implemented,
+                                          std::string(conformance::kNoBackwardSubject),
+                                          "no backward registered (inference only)"};
   // Schema 3: the cause (null for a pass) and the expectation that covers the result.
   if (j.contains("cause") && !j.at("cause").is_null()) {
     const Json& c = object_field(j, "cause", path);
@@ -214,8 +218,7 @@ OrderedJson result_object(const CaseResult& r) {
           {"message", r.message},
           {"repro", r.repro},
           {"minimal_input", r.minimal_input ? OrderedJson(*r.minimal_input) : OrderedJson(nullptr)},
-          {"seconds", finite_or_zero(r.seconds)},
-          {"reason", r.reason}};
+          {"seconds", finite_or_zero(r.seconds)}};
   if (r.recorded_cause) o["cause"] = cause_object(r);
   if (!r.expected.empty()) o["expected"] = r.expected;
   return o;

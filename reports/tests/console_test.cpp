@@ -182,7 +182,8 @@ TEST(ReportsConsole, AnUntestedRunSaysFailAndInferenceOnlyOpsAreCounted) {
   Report report;
   report.results = {testing::result("op", "c", "cpu", "float32", Outcome::skipped, "nothing applies")};
   CaseResult no_backward = testing::result("aten::neg", "gradcheck", "cpu", "float32", Outcome::unsupported, "no bwd");
-  no_backward.reason = std::string(conformance::kNoBackward);
+  no_backward.recorded_cause =
+      conformance::Cause{conformance::FindingKind::not_implemented, std::string(conformance::kNoBackwardSubject), "no bwd"};
   report.results.push_back(no_backward);
   report.results.push_back(testing::result("aten::neg", "test_schema", "cpu", "float32", Outcome::passed));
   const std::string text = summary_of(report);

@@ -34,9 +34,6 @@ struct CheckResult {
   std::string message;   // one paragraph: operator, argument, sample, what to do
   std::string repro;     // one line that replays a failure (set on failed)
   std::optional<std::string> minimal_input;  // the shrunk input of a generated failure
-  // A machine-readable cause of a skipped or unsupported result that reports count (the message
-  // is for people): kNoBackward, or empty.
-  std::string reason;
   // Why it is not a pass (Note [One finding per cause] in cause.h); opcheck gives every result
   // that is not a pass one (cause_for_outcome where its check set none).
   std::optional<Cause> cause;
@@ -44,9 +41,11 @@ struct CheckResult {
   bool ok() const { return outcome == Outcome::passed || outcome == Outcome::skipped; }
 };
 
-// CheckResult::reason of a gradient check on an op that the reference can differentiate but the
-// library under test registers no backward for (the console counts these as "inference only").
-inline constexpr std::string_view kNoBackward = "no_backward";
+// The subject of the cause of a gradient check on an op that the reference can differentiate but
+// the library under test registers no backward for (kind not_implemented): the console counts
+// these as "inference only" (Note [Inference-only libraries]).
+inline constexpr std::string_view kNoBackwardSubject = "backward";
+bool is_missing_backward(const Cause& cause);
 
 // The cause an outcome has by itself (crashed: crash, timed_out: hang, unsupported:
 // not_implemented, skipped: not_applicable, mistrusted: inconclusive, failed: other), for a result

@@ -68,8 +68,8 @@ struct ChildOptions {
   // The child gets SIGKILL when the harness dies (PR_SET_PDEATHSIG), and exits at once when the
   // harness was gone before it asked.
   bool die_with_parent = true;
-  // Its own process group, made by the parent right after fork (the child's sandbox setup makes
-  // it too); kill_group() kills the group. Dropping a child that was not reaped stops it, group
+  // Its own process group, made by both the parent and the child right after fork (so a process
+  // the child forks at once is in it); kill_group() kills the group. Dropping a child that was not reaped stops it, group
   // first; after a reap the caller kills what the group left (the pool's reap(), the probe's stop()).
   bool own_group = true;
 };

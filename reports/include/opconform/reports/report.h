@@ -24,7 +24,6 @@ struct CaseResult {
   std::string repro;                          // one line that replays it ("" when none)
   std::optional<std::string> minimal_input;   // the shrunk input of a generated failure
   double seconds = 0;                         // time of this check on this case
-  std::string reason;                         // CheckResult::reason ("no_backward"), or ""
   // Why it is not a pass (conformance/cause.h); nullopt for a pass, and in reports written before
   // causes were recorded (cause() then gives the outcome's own).
   std::optional<conformance::Cause> recorded_cause;

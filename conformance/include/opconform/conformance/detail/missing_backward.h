@@ -3,8 +3,9 @@
 // outputs that do not require grad: gradcheck would skip ("no output is differentiable") and
 // test_autograd_registration would pass ("not differentiable through this registry"), so a wrong
 // or absent backward read as a pass. The gradient checks ask this first: such an op is
-// `unsupported` with CheckResult::reason kNoBackward (the console counts "inference only" ops by
-// it; --fail-on unsupported fails the run on them) — never skipped, never passed.
+// `unsupported`, its cause not_implemented with the subject kNoBackwardSubject (the console counts
+// "inference only" ops by it; --fail-on unsupported fails the run on them) — never skipped, never
+// passed.
 #pragma once
 
 #include <optional>
