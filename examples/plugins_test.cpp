@@ -210,5 +210,53 @@ TEST(ExamplePlugins, TheSilentBugsFixedTwinPassesEveryCheck) {
   }
 }
 
+
+// Plugin ABI version 2 (examples/abi2_plugin): the correct library passes every check, its
+// symbolic fake kernel replayed at other sizes with no "not replayed" note, its backward operator
+// differentiated twice (gradgradcheck), its random op compared across seeded runs (determinism).
+TEST(ExamplePlugins, TheAbi2LibraryPassesEveryCheckAtOtherSizesToo) {
+  const auto r = check(OPCONFORM_ABI2_PLUGIN, {"--samples", "20"}, 0);
+  std::map<std::string, std::map<std::string, std::vector<const reports::CaseResult*>>> seen;
+  for (const auto& c : r.results) {
+    seen[c.op][c.check].push_back(&c);
+    EXPECT_TRUE(c.outcome == Outcome::passed || c.outcome == Outcome::skipped)
+        << c.op << " " << c.check << " [" << c.dtype << "]: " << conformance::to_string(c.outcome) << ": " << c.message;
+  }
+  // The backward operators are checked through their forward op, not as ops of their own.
+  EXPECT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen.count("abi2::every_other_backward"), 0u);
+  auto passed_without = [&](const std::string& op, const std::string& check, const std::string& note) {
+    ASSERT_EQ(seen[op][check].size(), 2u) << op << " " << check;  // float32, float64
+    for (const reports::CaseResult* c : seen[op][check]) {
+      EXPECT_EQ(c->outcome, Outcome::passed) << op << " " << check << ": " << c->message;
+      EXPECT_THAT(c->message, ::testing::Not(::testing::HasSubstr(note))) << op << " " << check;
+    }
+  };
+  passed_without("abi2::every_other", "test_aot_dispatch_dynamic", "ot replayed");
+  passed_without("abi2::every_other", "test_aot_dispatch_dynamic", "Gradients not compared");
+  passed_without("abi2::every_other", "gradgradcheck", "double backward");
+  passed_without("abi2::every_other", "gradcheck", "no autograd");
+  passed_without("abi2::swap01", "test_faketensor", "alias");
+  passed_without("abi2::jitter", "determinism", "random");
+  passed_without("abi2::scaled_pair", "test_faketensor", "should be Tensor");
+}
+
+// Its twin's one seeded bug, a fake kernel right on every sample (even sizes) and wrong at odd
+// ones, is found only by replaying the captured graph at other sizes.
+TEST(ExamplePlugins, AFakeKernelWrongOnlyAtOtherSizesFailsTestAotDispatchDynamic) {
+  const auto r = check(OPCONFORM_ABI2_WRONG_FAKE_PLUGIN, {"--samples", "20"}, 1);
+  for (const auto& c : r.results) {
+    const bool seeded_bug = c.op == "abi2::every_other" && c.check == "test_aot_dispatch_dynamic";
+    EXPECT_EQ(c.outcome == Outcome::failed, seeded_bug) << c.op << " " << c.check << ": " << c.message;
+    if (!seeded_bug) continue;
+    EXPECT_THAT(c.message, ::testing::HasSubstr("capture recorded [s0//2]"));
+    ASSERT_TRUE(c.cause().has_value());
+    EXPECT_EQ(c.cause()->kind, conformance::FindingKind::shape_mismatch);
+  }
+  const auto findings = reports::findings(r);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].key, "abi2::every_other/test_aot_dispatch_dynamic/shape_mismatch/fake_kernel_(other_sizes)");
+}
+
 }  // namespace
 }  // namespace opconform

@@ -68,7 +68,7 @@ OpcStatus register_one(const OpcRegistrar* r, const OpDef& def) {
     return OPC_ABI_MISMATCH;
   }
   OpcOpSpec spec{};
-  spec.version = OPC_PLUGIN_ABI_VERSION;
+  spec.version = OPC_PLUGIN_ABI_VERSION_1;
   spec.size = sizeof(OpcOpSpec);
   spec.op_name = def.name;
   spec.dtypes = dtypes.data();
@@ -113,7 +113,7 @@ constexpr const char* kName = "cuda-libs-tf32";
 constexpr const char* kName = "cuda-libs";
 #endif
 
-const OpcPlugin kPlugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), kName, version_buffer, register_ops, 0, nullptr, 0};
+const OpcPlugin kPlugin = {OPC_PLUGIN_ABI_VERSION_1, sizeof(OpcPlugin), kName, version_buffer, register_ops, 0, nullptr, 0};
 
 }  // namespace
 }  // namespace opc_cudalibs

@@ -297,7 +297,7 @@ Call::Call(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, Op
     : opc::Args(args, num_args), ctx_(ctx), returns_(returns), num_returns_(num_returns) {
   for (int64_t i = 0; i < num_returns; ++i) {
     returns[i].tag = OPC_TAG_NONE;
-    returns[i].reserved = 0;
+    returns[i].alias = 0;
     returns[i].u.i = 0;
   }
 }

@@ -150,7 +150,7 @@ std::vector<DLDataType> probe_dtypes(const OpDef& def) {
 void declare_reference_fake(const OpcRegistrar* r, const OpDef& def, const std::vector<DLDataType>& dtypes) {
   if (!OPC_HAS_FIELD(r, OpcRegistrar, declare_op) || r->declare_op == nullptr) return;
   OpcOpSpec spec{};
-  spec.version = OPC_PLUGIN_ABI_VERSION;
+  spec.version = OPC_PLUGIN_ABI_VERSION_1;
   spec.size = sizeof(OpcOpSpec);
   spec.op_name = def.name;
   spec.dtypes = dtypes.data();
@@ -189,7 +189,7 @@ OpcStatus register_ops(const OpcRegistrar* r) {
   }
 }
 
-const OpcPlugin kPlugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), "onednn", version_buffer, register_ops, 0,
+const OpcPlugin kPlugin = {OPC_PLUGIN_ABI_VERSION_1, sizeof(OpcPlugin), "onednn", version_buffer, register_ops, 0,
                            kOptions, sizeof kOptions / sizeof kOptions[0]};
 
 }  // namespace

@@ -47,6 +47,8 @@ struct OpState {
   std::optional<std::vector<DType>> dtypes;
   bool backend_select = false;  // a factory's BackendSelect kernel is registered
   LoadedLibrary::Declared declared;  // declare_op's flags
+  std::string backward_op;  // version 2: the operator giving this op's gradients (declare_backward_op)
+  std::string backward_of;  // version 2: this op is that op's backward operator
 };
 
 // The loaded library: its registrations (undone first on destruction), then the dlopen handle.
@@ -61,8 +63,9 @@ class PluginLibrary final : public LoadedLibrary {
   const std::string& origin() const override { return origin_; }
   std::vector<std::string> ops() const override {
     std::vector<std::string> out;
+    // Backward operators are checked through their forward op (plugin.h, declare_backward_op).
     for (const auto& [op, state] : ops_)
-      if (!state.kernels.empty()) out.push_back(op);
+      if (!state.kernels.empty() && state.backward_of.empty()) out.push_back(op);
     return out;
   }
   bool has_kernel(const std::string& op, OpcKernelKind kind) const override {
@@ -83,6 +86,7 @@ class PluginLibrary final : public LoadedLibrary {
 
   // ---- registration (called through the registrar) ----
   Registry* registry = nullptr;
+  uint32_t abi_version = OPC_PLUGIN_ABI_VERSION_1;  // the plugin's own (plugin.h, "Version 2")
   LoadOptions options;
   std::string last_error;
   std::vector<RegistrationHandle> handles;
@@ -146,6 +150,8 @@ class PluginLibrary final : public LoadedLibrary {
                     kind_name(kind), " kernels");
     OPCONFORM_CHECK(kind != OPC_KERNEL_FAKE || !state.declared.reference_fake, ErrorCode::kRegistration, "impl: '", op,
                     "' takes the reference's fake kernel (OPC_OP_REFERENCE_FAKE): it cannot have its own");
+    OPCONFORM_CHECK(kind != OPC_KERNEL_BACKWARD || state.backward_op.empty(), ErrorCode::kRegistration, "impl: '", op,
+                    "' has the backward operator '", state.backward_op, "': it cannot have a backward formula too");
     state.kernels[kind] = {fn, user_data};
     // A factory (no tensor argument) reaches its backend through its Device argument.
     if (auto device = factory_device_argument(state.schema); device && !state.backend_select &&
@@ -163,6 +169,55 @@ class PluginLibrary final : public LoadedLibrary {
         handles.push_back(registry->impl(op, DispatchKey::Autograd, autograd_kernel(op), source()));
         break;
     }
+  }
+
+  // declare_backward_op (version 2): `backward` is defined with the schema derived from op's
+  // (backward_schema), or checked against it when the plugin defined it, and op's autograd kernel
+  // dispatches to it.
+  void declare_backward_op(const std::string& op, const std::string& backward) {
+    if (left_out_.count(op) != 0) return;
+    OPCONFORM_CHECK(abi_version >= 2, ErrorCode::kRegistration, "declare_backward_op is plugin ABI version 2");
+    OpState& state = known_op(op);
+    OPCONFORM_CHECK(state.kernels.count(OPC_KERNEL_BACKWARD) == 0 && state.backward_op.empty(), ErrorCode::kRegistration,
+                    "declare_backward_op: '", op, "' already has a backward (a formula or an operator)");
+    FunctionSchema derived = parse_schema(backward_schema(state.schema, backward));
+    if (auto it = ops_.find(backward); it != ops_.end()) {
+      OPCONFORM_CHECK(comparable_schema(it->second.schema) == comparable_schema(derived) && it->second.backward_of.empty(),
+                      ErrorCode::kRegistration, "declare_backward_op: '", backward, "' is defined as ",
+                      it->second.schema.to_string(), ", but the backward of '", op, "' must be ", derived.to_string());
+    } else {
+      OPCONFORM_CHECK(!defined_in_registry(backward), ErrorCode::kRegistration, "declare_backward_op: operator '",
+                      backward, "' is already defined in the registry the plugin is loaded into");
+      handles.push_back(registry->define(derived, {}, source()));
+      ops_[backward].schema = std::move(derived);
+    }
+    ops_[backward].backward_of = op;
+    state.backward_op = backward;
+    handles.push_back(registry->impl(op, DispatchKey::Autograd, autograd_kernel(op), source()));
+  }
+
+  // The schema of op's backward operator (plugin.h, declare_backward_op): op's arguments (plain,
+  // positional), its returns as result<j>, one gradient per tensor return; one gradient per argument.
+  static std::string backward_schema(const FunctionSchema& forward, const std::string& backward) {
+    std::vector<std::string> names;
+    auto unique = [&](std::string name) {
+      while (std::find(names.begin(), names.end(), name) != names.end()) name += "_";
+      names.push_back(name);
+      return name;
+    };
+    std::string args, grads, rets;
+    auto add = [](std::string& list, const std::string& item) { list += (list.empty() ? "" : ", ") + item; };
+    for (const Argument& a : forward.arguments) add(args, a.type.to_string() + " " + unique(a.name));
+    for (size_t j = 0; j < forward.returns.size(); ++j) {
+      const Type& t = forward.returns[j].type;
+      add(args, t.to_string() + " " + unique("result" + std::to_string(j)));
+      if (t.is_tensor_like())
+        add(grads, std::string(t.is_list() ? "Tensor?[] " : "Tensor? ") + unique("grad" + std::to_string(j)));
+    }
+    for (const Argument& a : forward.arguments)
+      add(rets, a.type.is_list() && a.type.is_tensor_like() ? "Tensor[]?" : "Tensor?");
+    if (!grads.empty()) add(args, grads);
+    return backward + "(" + args + ") -> (" + rets + ")";
   }
 
   void declare_dtypes(const std::string& op, const DLDataType* dtypes, int64_t count) {
@@ -198,6 +253,7 @@ class PluginLibrary final : public LoadedLibrary {
     state.declared.sample_builder = state.declared.sample_builder || fields.has_builder;
     state.declared.constraints = state.declared.constraints || fields.has_constraints;
     if (!state.defined_from_reference) registry->set_op_data(op, std::move(data));
+    if ((fields.flags & OPC_OP_RANDOM) != 0) registry->add_tag(op, Tag::nondeterministic_seeded);
     else if (fields.has_dtypes) declare_dtypes_list(op, *state.dtypes);
     if (reference_fake && !state.declared.reference_fake) {
       OPCONFORM_CHECK(state.kernels.count(OPC_KERNEL_FAKE) == 0, ErrorCode::kRegistration, "declare_op '", op,
@@ -260,27 +316,34 @@ class PluginLibrary final : public LoadedLibrary {
   // The boxed kernel that calls the plugin's `kind` kernel (fake: data-less tensors both ways).
   KernelFunction boxed_kernel(const std::string& op, OpcKernelKind kind) {
     PluginKernel k = ops_[op].kernels[kind];
+    detail::PluginCallSite site;
+    site.library = name_;
+    site.op_name = op;
+    site.kind = kind_name(kind);
     // Which arguments the kernel may write: the schema's, known at registration, not per call.
-    std::vector<bool> writable = writable_arguments(ops_[op].schema);
-    return KernelFunction::from_boxed([this, op, k, kind, writable](const OperatorHandle& handle, DispatchKeySet,
-                                                                    Stack& stack) {
-      const FunctionSchema& schema = handle.schema();
-      auto args = pop_arguments(schema, stack);
-      auto results = detail::call_plugin_kernel(k, name_, op, kind_name(kind), args, writable, schema.returns,
-                                                kind == OPC_KERNEL_FAKE);
+    site.writable = writable_arguments(ops_[op].schema);
+    site.returns = ops_[op].schema.returns;
+    site.abi_version = abi_version;
+    site.fake = kind == OPC_KERNEL_FAKE;
+    return KernelFunction::from_boxed([k, site](const OperatorHandle& handle, DispatchKeySet, Stack& stack) {
+      auto args = pop_arguments(handle.schema(), stack);
+      // Read per call: declare_op's OPC_OP_RANDOM may tag the op after its kernels are registered.
+      auto results = detail::call_plugin_kernel(k, site, args, handle.has_tag(Tag::nondeterministic_seeded));
       for (auto& r : results) stack.push_back(std::move(r));
     });
   }
 
-  // The autograd formula: setup_context keeps the call's arguments and returns (tensors through
-  // save_for_backward, so in-place changes after the call are caught); backward hands the plugin
-  // [arguments..., returns..., one gradient per returned tensor] and reads one gradient per argument.
+  // What the autograd kernel keeps of a call for its backward.
+  struct Saved {
+    Stack values;                      // arguments then returns, tensors replaced by None
+    std::vector<size_t> tensor_slots;  // where the saved tensors go back
+  };
+
+  // The autograd kernel: setup_context keeps the call's arguments and returns (tensors through
+  // save_for_backward, so in-place changes after the call are caught); backward hands
+  // [arguments..., returns..., gradients] to the plugin's formula or (version 2) its backward
+  // operator, and reads one gradient per argument.
   KernelFunction autograd_kernel(const std::string& op) {
-    PluginKernel k = ops_[op].kernels[OPC_KERNEL_BACKWARD];
-    struct Saved {
-      Stack values;                // arguments then returns, tensors replaced by None
-      std::vector<size_t> tensor_slots;  // where the saved tensors go back
-    };
     auto setup = [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
       Saved saved;
       std::vector<Tensor> tensors;
@@ -298,59 +361,108 @@ class PluginLibrary final : public LoadedLibrary {
       ctx.save_for_backward(std::move(tensors));
       ctx.user_data = std::move(saved);
     };
-    auto backward = [this, op, k](autograd::AutogradContext& ctx, const std::vector<Tensor>& grads) {
+    auto backward = [this, op](autograd::AutogradContext& ctx, const std::vector<Tensor>& grads) {
       const Saved& saved = std::any_cast<const Saved&>(ctx.user_data);
       std::vector<IValue> args = saved.values;
       const auto tensors = ctx.saved_tensors();
       for (size_t i = 0; i < tensors.size(); ++i) args[saved.tensor_slots[i]] = IValue(tensors[i]);
-      for (const Tensor& g : grads) args.push_back(g.defined() ? IValue(g) : IValue());
-      // Graph capture runs formulas on fake tensors. A plugin's formula is compiled code that
-      // reads data, and ABI v1 has no fake counterpart for it: it cannot be captured. That is a
-      // limit of the ABI, not a bug of the plugin, so it is kNotImplemented (the compile checks
-      // then leave gradients out and say so), not the plugin's error about missing data.
-      const bool fake = std::any_of(args.begin(), args.end(), [](const IValue& v) {
-        const Tensor* t = v.get_if<Tensor>();
-        return t != nullptr && t->defined() && t->is_fake();
-      });
-      OPCONFORM_CHECK(!fake, ErrorCode::kNotImplemented, "the backward kernel of '", op, "' in plugin '", name_,
-                      "' is compiled code: it cannot be captured into a graph (plugin ABI v",
-                      OPC_PLUGIN_ABI_VERSION, " has no fake backward kernel)");
-      const FunctionSchema& schema = ops_.at(op).schema;
-      // One return per argument: a gradient (Tensor?) or None; for a Tensor[] argument a list of
-      // gradients, one per element (or None), which the engine takes flattened in the list's
-      // place (Note [Tensor[] gradients]).
-      std::vector<Argument> returns(schema.arguments.size());
-      std::vector<bool> is_list(schema.arguments.size());
-      for (size_t i = 0; i < returns.size(); ++i) {
-        const Type& t = schema.arguments[i].type;
-        is_list[i] = t.is_list() && t.is_tensor_like();
-        returns[i].type = is_list[i] ? Type::optional(Type::list(Type::base(TypeKind::kTensor)))
-                                     : Type::optional(Type::base(TypeKind::kTensor));
-      }
-      auto results = detail::call_plugin_kernel(k, name_, op, "backward", args, {}, returns, false);
-      std::vector<Tensor> out;
-      for (size_t i = 0; i < results.size(); ++i) {
-        if (!is_list[i]) {
-          out.push_back(results[i].is_none() ? Tensor() : results[i].to_tensor());
-          continue;
-        }
-        const IValue& forward_list = saved.values.at(i);
-        size_t n = 0;  // the engine's slots for the argument: one per element, None elements too
-        if (forward_list.is_tensor_list()) n = forward_list.to_tensor_list().size();
-        else if (const auto* ol = forward_list.get_if<std::vector<std::optional<Tensor>>>()) n = ol->size();
-        if (results[i].is_none()) {
-          out.insert(out.end(), n, Tensor());
-          continue;
-        }
-        const auto& list = results[i].to_tensor_list();
-        OPCONFORM_CHECK(list.size() == n, ErrorCode::kSchemaMismatch, "the backward kernel of '", op, "' in plugin '",
-                        name_, "' returned ", list.size(), " gradients for the list argument '", schema.arguments[i].name,
-                        "', which has ", n, " elements");
-        out.insert(out.end(), list.begin(), list.end());
-      }
-      return out;
+      const OpState& state = ops_.at(op);
+      std::vector<IValue> results = state.backward_op.empty() ? call_formula(op, std::move(args), grads)
+                                                              : call_backward_op(state, std::move(args), grads);
+      return engine_gradients(op, saved, results);
     };
     return autograd::make_autograd_kernel(backward, setup);
+  }
+
+  // The plugin's OPC_KERNEL_BACKWARD formula on [arguments..., returns..., one gradient per returned
+  // tensor]: one value per argument.
+  std::vector<IValue> call_formula(const std::string& op, std::vector<IValue> args, const std::vector<Tensor>& grads) {
+    for (const Tensor& g : grads) args.push_back(g.defined() ? IValue(g) : IValue());
+    // Graph capture runs formulas on fake tensors. A formula is compiled code that reads data and
+    // has no fake counterpart: it cannot be captured. That is a limit of formulas, not a bug of the
+    // plugin, so it is kNotImplemented (the compile checks then leave gradients out and say so).
+    const bool fake = std::any_of(args.begin(), args.end(), [](const IValue& v) {
+      const Tensor* t = v.get_if<Tensor>();
+      return t != nullptr && t->defined() && t->is_fake();
+    });
+    OPCONFORM_CHECK(!fake, ErrorCode::kNotImplemented, "the backward kernel of '", op, "' in plugin '", name_,
+                    "' is compiled code: it cannot be captured into a graph (a backward operator with a fake kernel, "
+                    "plugin ABI version 2, can be)");
+    const FunctionSchema& schema = ops_.at(op).schema;
+    detail::PluginCallSite site;
+    site.library = name_;
+    site.op_name = op;
+    site.kind = "backward";
+    site.abi_version = abi_version;
+    // One return per argument: a gradient (Tensor?) or None; for a Tensor[] argument a list of
+    // gradients (Tensor[]?).
+    site.returns.resize(schema.arguments.size());
+    for (size_t i = 0; i < site.returns.size(); ++i) {
+      const Type& t = schema.arguments[i].type;
+      site.returns[i].type = t.is_list() && t.is_tensor_like() ? Type::optional(Type::list(Type::base(TypeKind::kTensor)))
+                                                               : Type::optional(Type::base(TypeKind::kTensor));
+    }
+    return detail::call_plugin_kernel(ops_.at(op).kernels.at(OPC_KERNEL_BACKWARD), site, args);
+  }
+
+  // The backward operator on [arguments..., returns..., one gradient per tensor return], through
+  // the dispatcher: under create_graph its own autograd kernel records it (double backward), and
+  // on fake tensors its fake kernel runs (capture).
+  std::vector<IValue> call_backward_op(const OpState& state, std::vector<IValue> args, const std::vector<Tensor>& grads) {
+    const size_t n = state.schema.arguments.size();
+    size_t next = 0;  // the engine's gradients: one per returned tensor, a Tensor[] return's flattened
+    for (size_t j = 0; j < state.schema.returns.size(); ++j) {
+      const Type& type = state.schema.returns[j].type;
+      if (!type.is_tensor_like()) continue;
+      const IValue& returned = args.at(n + j);
+      if (!type.is_list()) {
+        const Tensor g = next < grads.size() ? grads[next] : Tensor();
+        ++next;
+        args.push_back(g.defined() ? IValue(g) : IValue());
+        continue;
+      }
+      std::vector<std::optional<Tensor>> list;
+      const size_t count = returned.is_tensor_list() ? returned.to_tensor_list().size() : 0;
+      for (size_t e = 0; e < count; ++e, ++next) {
+        const Tensor g = next < grads.size() ? grads[next] : Tensor();
+        list.push_back(g.defined() ? std::optional<Tensor>(g) : std::nullopt);
+      }
+      args.push_back(IValue(std::move(list)));
+    }
+    Stack stack = std::move(args);
+    registry->get(state.backward_op).call_boxed(stack);
+    return stack;
+  }
+
+  // One gradient per argument as the engine takes them: a Tensor[] argument's list flattened in its
+  // place, one per element (Note [Tensor[] gradients]).
+  std::vector<Tensor> engine_gradients(const std::string& op, const Saved& saved, const std::vector<IValue>& results) {
+    const FunctionSchema& schema = ops_.at(op).schema;
+    OPCONFORM_CHECK(results.size() == schema.arguments.size(), ErrorCode::kSchemaMismatch, "the backward of '", op,
+                    "' in plugin '", name_, "' gave ", results.size(), " gradients for ", schema.arguments.size(),
+                    " arguments");
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Type& t = schema.arguments[i].type;
+      if (!(t.is_list() && t.is_tensor_like())) {
+        out.push_back(results[i].is_none() ? Tensor() : results[i].to_tensor());
+        continue;
+      }
+      const IValue& forward_list = saved.values.at(i);
+      size_t n = 0;  // the engine's slots for the argument: one per element, None elements too
+      if (forward_list.is_tensor_list()) n = forward_list.to_tensor_list().size();
+      else if (const auto* ol = forward_list.get_if<std::vector<std::optional<Tensor>>>()) n = ol->size();
+      if (results[i].is_none()) {
+        out.insert(out.end(), n, Tensor());
+        continue;
+      }
+      const auto& list = results[i].to_tensor_list();
+      OPCONFORM_CHECK(list.size() == n, ErrorCode::kSchemaMismatch, "the backward of '", op, "' in plugin '", name_,
+                      "' returned ", list.size(), " gradients for the list argument '", schema.arguments[i].name,
+                      "', which has ", n, " elements");
+      out.insert(out.end(), list.begin(), list.end());
+    }
+    return out;
   }
 };
 
@@ -403,6 +515,14 @@ void registrar_set_error(void* host, const char* message) {
     static_cast<PluginLibrary*>(host)->last_error = message != nullptr ? message : "";
   } catch (...) {
   }
+}
+
+OpcStatus registrar_declare_backward_op(void* host, const char* op, const char* backward) {
+  return guarded(host, op, [&](PluginLibrary& lib) {
+    OPCONFORM_CHECK(op != nullptr && backward != nullptr, ErrorCode::kRegistration,
+                    "declare_backward_op: an operator name is NULL");
+    lib.declare_backward_op(op, backward);
+  });
 }
 
 OpcStatus registrar_declare_op(void* host, const OpcOpSpec* spec) {
@@ -465,20 +585,21 @@ std::unique_ptr<LoadedLibrary> register_plugin(std::unique_ptr<PluginLibrary> li
                                                Registry& registry, const LoadOptions& options) {
   const std::string& origin = lib->origin_;
   if (plugin == nullptr) throw PluginError(origin, "opconform_plugin() returned NULL");
-  if (plugin->abi_version != OPC_PLUGIN_ABI_VERSION) {
+  if (plugin->abi_version < OPC_PLUGIN_ABI_VERSION_1 || plugin->abi_version > OPC_PLUGIN_ABI_VERSION) {
     throw PluginError(origin, "built for plugin ABI version " + std::to_string(plugin->abi_version) +
-                                  ", this opconform speaks version " + std::to_string(OPC_PLUGIN_ABI_VERSION) +
-                                  " (rebuild it against this opconform's plugin.h)");
+                                  ", this opconform loads versions " + std::to_string(OPC_PLUGIN_ABI_VERSION_1) + " to " +
+                                  std::to_string(OPC_PLUGIN_ABI_VERSION) + " (rebuild it against this opconform's plugin.h)");
   }
   if (plugin->size < offsetof(OpcPlugin, flags)) {
     throw PluginError(origin, "OpcPlugin.size is " + std::to_string(plugin->size) + ", smaller than ABI version " +
-                                  std::to_string(OPC_PLUGIN_ABI_VERSION) + "'s struct");
+                                  std::to_string(plugin->abi_version) + "'s struct");
   }
   if (plugin->name == nullptr || plugin->name[0] == '\0') throw PluginError(origin, "OpcPlugin.name is empty");
   if (plugin->register_ops == nullptr) throw PluginError(origin, "OpcPlugin.register_ops is NULL");
   lib->name_ = plugin->name;
   lib->version_ = plugin->version != nullptr ? plugin->version : "";
   lib->registry = &registry;
+  lib->abi_version = plugin->abi_version;
   lib->options = options;
   const bool abi_1_1 = OPC_HAS_FIELD(plugin, OpcPlugin, num_options);
   lib->option_specs_ = option_specs_of(plugin, origin);
@@ -486,7 +607,7 @@ std::unique_ptr<LoadedLibrary> register_plugin(std::unique_ptr<PluginLibrary> li
   for (const auto& [name, value] : lib->options.plugin_options) lib->c_options_.push_back({name.c_str(), value.c_str()});
 
   OpcRegistrar registrar{};
-  registrar.version = OPC_PLUGIN_ABI_VERSION;
+  registrar.version = plugin->abi_version;  // the plugin's own (plugin.h, "Migration from version 1")
   registrar.size = sizeof(OpcRegistrar);
   registrar.host = lib.get();
   registrar.define = registrar_define;
@@ -497,6 +618,7 @@ std::unique_ptr<LoadedLibrary> register_plugin(std::unique_ptr<PluginLibrary> li
   registrar.num_options = static_cast<int64_t>(lib->c_options_.size());
   registrar.set_error = registrar_set_error;
   registrar.declare_op = registrar_declare_op;
+  registrar.declare_backward_op = registrar_declare_backward_op;
   const std::string label = lib->name_ + " (" + origin + ")";
   OpcStatus status = OPC_ERROR;
   try {

@@ -69,8 +69,9 @@ RelationKind relation_kind(const std::string& op, OpcRelationKind k) {
 
 OpSpecFields read_op_spec(const OpcOpSpec* spec) {
   OPCONFORM_CHECK(spec != nullptr, ErrorCode::kRegistration, "declare_op: the spec is NULL");
-  OPCONFORM_CHECK(spec->version == OPC_PLUGIN_ABI_VERSION, ErrorCode::kRegistration, "declare_op: OpcOpSpec.version is ",
-                  spec->version, ", expected ", OPC_PLUGIN_ABI_VERSION);
+  OPCONFORM_CHECK(spec->version >= OPC_PLUGIN_ABI_VERSION_1 && spec->version <= OPC_PLUGIN_ABI_VERSION,
+                  ErrorCode::kRegistration, "declare_op: OpcOpSpec.version is ", spec->version, ", expected ",
+                  OPC_PLUGIN_ABI_VERSION_1, " to ", OPC_PLUGIN_ABI_VERSION);
   OPCONFORM_CHECK(OPC_SPEC_HAS(*spec, op_name) && spec->op_name != nullptr && spec->op_name[0] != '\0',
                   ErrorCode::kRegistration, "declare_op: OpcOpSpec.size ", spec->size, " holds no op_name, or it is empty");
   OpSpecFields f;
@@ -83,9 +84,10 @@ OpSpecFields read_op_spec(const OpcOpSpec* spec) {
   f.has_data = f.has_builder || f.has_constraints ||
                (OPC_SPEC_HAS(*spec, num_tolerances) && spec->num_tolerances != 0) ||
                (f.flags & (OPC_OP_ADDRESSES_STORAGE | OPC_OP_LAYOUT_QUERY)) != 0;
-  constexpr uint64_t kKnownFlags = OPC_OP_ADDRESSES_STORAGE | OPC_OP_LAYOUT_QUERY | OPC_OP_REFERENCE_FAKE;
-  OPCONFORM_CHECK((f.flags & ~kKnownFlags) == 0, ErrorCode::kRegistration, "declare_op '", f.op, "': unknown flags 0x",
-                  std::hex, f.flags & ~kKnownFlags);
+  const uint64_t known = OPC_OP_ADDRESSES_STORAGE | OPC_OP_LAYOUT_QUERY | OPC_OP_REFERENCE_FAKE |
+                         (spec->version >= 2 ? uint64_t{OPC_OP_RANDOM} : 0);  // OPC_OP_RANDOM: version 2
+  OPCONFORM_CHECK((f.flags & ~known) == 0, ErrorCode::kRegistration, "declare_op '", f.op, "': unknown flags 0x",
+                  std::hex, f.flags & ~known);
   return f;
 }
 
@@ -129,7 +131,8 @@ OpData op_data_from_spec(const OpcOpSpec& spec, const FunctionSchema& schema, Op
     data.layout_query = data.layout_query || (spec.flags & OPC_OP_LAYOUT_QUERY) != 0;
   }
   if (OPC_SPEC_HAS(spec, sample_user_data) && spec.sample_builder != nullptr)
-    data.sample_builder = make_plugin_sample_builder(spec.sample_builder, spec.sample_user_data, schema, library);
+    data.sample_builder =
+        make_plugin_sample_builder(spec.sample_builder, spec.sample_user_data, schema, library, spec.version);
   if (OPC_SPEC_HAS(spec, family) && spec.family != nullptr) data.family = spec.family;
   if (OPC_SPEC_HAS(spec, doc) && spec.doc != nullptr) data.doc = spec.doc;
   validate_op_data(schema, data);

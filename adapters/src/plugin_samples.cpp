@@ -31,7 +31,7 @@ struct DrawBridge {
   OpcStatus out_tensor(Tensor t, OpcValue* out) {
     OpcDLManagedTensorVersioned* m = to_dlpack_versioned(t);
     made.emplace_back(m, std::move(t));
-    out->tag = OPC_TAG_TENSOR, out->reserved = 0, out->u.tensor = m;
+    out->tag = OPC_TAG_TENSOR, out->alias = 0, out->u.tensor = m;
     return OPC_OK;
   }
 
@@ -265,12 +265,12 @@ IValue value_of(const DrawBridge& b, const OpcValue& v, const Type& type, const 
 }  // namespace
 
 SampleBuilder make_plugin_sample_builder(OpcSampleBuilderFn fn, void* user_data, FunctionSchema schema,
-                                         std::string library) {
-  return [fn, user_data, schema = std::move(schema), library = std::move(library)](SampleDraw& draw) -> Stack {
+                                         std::string library, uint32_t abi_version) {
+  return [fn, user_data, schema = std::move(schema), library = std::move(library), abi_version](SampleDraw& draw) -> Stack {
     const std::string op = schema.full_name();
     DrawBridge b(draw);
     OpcSampleDraw c{};
-    c.version = OPC_PLUGIN_ABI_VERSION, c.size = sizeof(OpcSampleDraw), c.host = &b;
+    c.version = abi_version, c.size = sizeof(OpcSampleDraw), c.host = &b;  // the plugin's own version
     c.integer = draw_integer, c.coin = draw_coin, c.real = draw_real, c.dtype = draw_dtype, c.shape = draw_shape;
     c.dim_size = draw_size;
     c.tensor = draw_tensor, c.index_tensor = draw_index_tensor, c.tensor_of = draw_tensor_of;

@@ -16,6 +16,6 @@ namespace opconform::adapters::detail {
 // return it, and the first exception is rethrown unchanged once the builder is back — so the
 // generator sees exactly what a C++ builder would have raised.
 SampleBuilder make_plugin_sample_builder(OpcSampleBuilderFn fn, void* user_data, FunctionSchema schema,
-                                         std::string library);
+                                         std::string library, uint32_t abi_version);
 
 }  // namespace opconform::adapters::detail

@@ -2,6 +2,9 @@
 // (OPCONFORM_PLUGIN: the in-process path) and shared libraries built beside the tests.
 #include <gtest/gtest.h>
 
+// Version-1 plugins: what this file tests is version 1's meaning (plugin_abi_2_test.cpp tests 2's).
+#define OPC_PLUGIN_TARGET_ABI OPC_PLUGIN_ABI_VERSION_1
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -140,7 +143,7 @@ TEST(Loader, ArgumentsTheSchemaDoesNotWriteAreReadOnly) {
     OpcStatus s = r->define(r->host, "t::ident(Tensor(a) x) -> Tensor(a)");
     return s == OPC_OK ? r->impl(r->host, "t::ident", OPC_KERNEL_CPU, fn, nullptr) : s;
   };
-  static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), "ident", "1", reg, 0};
+  static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION_1, sizeof(OpcPlugin), "ident", "1", reg, 0};
   Registry registry;
   auto lib = load_plugin(&plugin, registry);
   Tensor x = from_vector<double>({1, 2}, {2});
@@ -342,7 +345,7 @@ TEST(Loader, MalformedResultsAreErrorsNotCrashes) {
     }
     return OPC_OK;
   };
-  static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), "malformed", "1", reg, 0};
+  static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION_1, sizeof(OpcPlugin), "malformed", "1", reg, 0};
   Registry registry;
   auto lib = load_plugin(&plugin, registry);
   Tensor x = from_vector<double>({1}, {1});
@@ -370,7 +373,7 @@ TEST(Loader, AListOfNegativeSizeIsAnError) {
     OpcStatus s = r->define(r->host, "t::parts(Tensor x) -> Tensor[]");
     return s == OPC_OK ? r->impl(r->host, "t::parts", OPC_KERNEL_CPU, fn, nullptr) : s;
   };
-  static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), "negative-list", "1", reg, 0};
+  static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION_1, sizeof(OpcPlugin), "negative-list", "1", reg, 0};
   Registry registry;
   auto lib = load_plugin(&plugin, registry);
   try {
@@ -414,7 +417,7 @@ TEST(Loader, AReturnedViewSharesTheArgumentsStorage) {
     OpcStatus s = r->define(r->host, "t::odd(Tensor(a) x) -> Tensor(a)");
     return s == OPC_OK ? r->impl(r->host, "t::odd", OPC_KERNEL_CPU, fn, nullptr) : s;
   };
-  static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), "views", "1", reg, 0};
+  static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION_1, sizeof(OpcPlugin), "views", "1", reg, 0};
   Registry registry;
   auto lib = load_plugin(&plugin, registry);
   Tensor view;
@@ -445,8 +448,11 @@ OpcStatus ok(const OpcRegistrar*) { return OPC_OK; }
 
 TEST(Loader, WrongAbiVersionIsRefused) {
   static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION + 1, sizeof(OpcPlugin), "future", "9", ok, 0};
-  const std::string e = load_error(&plugin);
-  EXPECT_NE(e.find("plugin ABI version 2"), std::string::npos) << e;
+  std::string e = load_error(&plugin);
+  EXPECT_NE(e.find("plugin ABI version 3, this opconform loads versions 1 to 2"), std::string::npos) << e;
+  static const OpcPlugin ancient = {0, sizeof(OpcPlugin), "ancient", "0", ok, 0};
+  e = load_error(&ancient);
+  EXPECT_NE(e.find("plugin ABI version 0"), std::string::npos) << e;
   EXPECT_NE(e.find("in-test"), std::string::npos) << e;
 }
 
@@ -479,7 +485,7 @@ TEST(Loader, RegistrationMistakesNameTheLibraryAndTheOp) {
       {[](const OpcRegistrar*) -> OpcStatus { return OPC_ERROR; }, "register_ops failed with status 1"},
   };
   for (const Case& c : cases) {
-    const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), "mistakes", "1", c.reg, 0};
+    const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION_1, sizeof(OpcPlugin), "mistakes", "1", c.reg, 0};
     const std::string e = load_error(&plugin);
     EXPECT_NE(e.find(c.expected), std::string::npos) << "expected '" << c.expected << "' in: " << e;
     EXPECT_NE(e.find("mistakes"), std::string::npos) << e;
@@ -491,7 +497,7 @@ TEST(Loader, ASchemaThatDiffersFromTheReferenceIsAProblemNotAFailure) {
     OpcStatus s = r->define(r->host, "aten::neg(Tensor self, int extra) -> Tensor");
     return s == OPC_OK ? r->impl(r->host, "aten::neg", OPC_KERNEL_CPU, neg_cpu, nullptr) : s;
   };
-  static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), "differs", "1", reg, 0};
+  static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION_1, sizeof(OpcPlugin), "differs", "1", reg, 0};
   Registry registry;
   auto lib = load_plugin(&plugin, registry, {.schemas = &reference_registry()});
   ASSERT_EQ(lib->problems().size(), 1u);

@@ -57,7 +57,7 @@ struct OpcPlugin10 {
   uint64_t flags;
 };
 OpcStatus register_nothing(const OpcRegistrar*) { return OPC_OK; }
-const OpcPlugin10 kOld{OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin10), "old", "1", register_nothing, 0};
+const OpcPlugin10 kOld{OPC_PLUGIN_ABI_VERSION_1, sizeof(OpcPlugin10), "old", "1", register_nothing, 0};
 
 std::string load_error(const OpcPlugin* plugin, PluginOptions options) {
   Registry registry;
@@ -171,7 +171,7 @@ OpcStatus register_declaring(const OpcRegistrar* r) {
   scale.max_rank = -1, scale.allow_none = 1;
   OpcTolerance tol{kF32, 0, 1e-4, 1e-5, -1, "areas of boxes sum four roundings"};
   OpcOpSpec spec{};
-  spec.version = OPC_PLUGIN_ABI_VERSION, spec.size = sizeof(OpcOpSpec), spec.op_name = "boxes::area";
+  spec.version = OPC_PLUGIN_ABI_VERSION_1, spec.size = sizeof(OpcOpSpec), spec.op_name = "boxes::area";
   spec.dtypes = dtypes, spec.num_dtypes = 2, spec.args = &scale, spec.num_args = 1;
   spec.tolerances = &tol, spec.num_tolerances = 1, spec.sample_builder = build_boxes, spec.doc = "box areas";
   if (s == OPC_OK) s = r->declare_op(r->host, &spec);
@@ -182,7 +182,7 @@ OpcStatus register_declaring(const OpcRegistrar* r) {
   OpcArgConstraint nope{};
   nope.name = "no_such_argument", nope.max_rank = -1;
   OpcOpSpec bad{};
-  bad.version = OPC_PLUGIN_ABI_VERSION, bad.size = sizeof(OpcOpSpec), bad.op_name = "boxes::bad";
+  bad.version = OPC_PLUGIN_ABI_VERSION_1, bad.size = sizeof(OpcOpSpec), bad.op_name = "boxes::bad";
   bad.args = &nope, bad.num_args = 1;
   (void)r->declare_op(r->host, &bad);
   bad.args = nullptr, bad.num_args = 0, bad.flags = OPC_OP_REFERENCE_FAKE;  // the plugin's own op
@@ -191,25 +191,25 @@ OpcStatus register_declaring(const OpcRegistrar* r) {
   (void)r->define(r->host, "boxes::impossible(Tensor x) -> Tensor");
   (void)r->impl(r->host, "boxes::impossible", OPC_KERNEL_CPU, box_area, nullptr);
   OpcOpSpec impossible{};
-  impossible.version = OPC_PLUGIN_ABI_VERSION, impossible.size = sizeof(OpcOpSpec);
+  impossible.version = OPC_PLUGIN_ABI_VERSION_1, impossible.size = sizeof(OpcOpSpec);
   impossible.op_name = "boxes::impossible", impossible.sample_builder = build_impossible;
   (void)r->declare_op(r->host, &impossible);
 
   // A reference op by name: its fake kernel is the reference's; constraints of its own are refused.
   if (s == OPC_OK) s = r->impl(r->host, "aten::relu", OPC_KERNEL_CPU, relu_contiguous, nullptr);
   OpcOpSpec relu{};
-  relu.version = OPC_PLUGIN_ABI_VERSION, relu.size = sizeof(OpcOpSpec), relu.op_name = "aten::relu";
+  relu.version = OPC_PLUGIN_ABI_VERSION_1, relu.size = sizeof(OpcOpSpec), relu.op_name = "aten::relu";
   relu.flags = OPC_OP_REFERENCE_FAKE, relu.dtypes = &kF32, relu.num_dtypes = 1;
   if (s == OPC_OK) s = r->declare_op(r->host, &relu);
   // A reference op with a sample builder of the reference's: the plugin narrows its dtypes only.
   if (s == OPC_OK) s = r->impl(r->host, "aten::gather", OPC_KERNEL_CPU, relu_contiguous, nullptr);
   OpcOpSpec gather{};
-  gather.version = OPC_PLUGIN_ABI_VERSION, gather.size = sizeof(OpcOpSpec), gather.op_name = "aten::gather";
+  gather.version = OPC_PLUGIN_ABI_VERSION_1, gather.size = sizeof(OpcOpSpec), gather.op_name = "aten::gather";
   gather.dtypes = &kF32, gather.num_dtypes = 1;
   if (s == OPC_OK) s = r->declare_op(r->host, &gather);
   (void)r->impl(r->host, "aten::neg", OPC_KERNEL_CPU, relu_contiguous, nullptr);
   OpcOpSpec neg{};
-  neg.version = OPC_PLUGIN_ABI_VERSION, neg.size = sizeof(OpcOpSpec), neg.op_name = "aten::neg";
+  neg.version = OPC_PLUGIN_ABI_VERSION_1, neg.size = sizeof(OpcOpSpec), neg.op_name = "aten::neg";
   neg.args = &scale, neg.num_args = 1;
   (void)r->declare_op(r->host, &neg);
   return s;
@@ -323,7 +323,7 @@ OpcStatus register_garbage(const OpcRegistrar* r) {
   (void)r->define(r->host, "garbage::op(Tensor x) -> Tensor");
   (void)r->impl(r->host, "garbage::op", OPC_KERNEL_CPU, box_area, nullptr);
   OpcOpSpec spec{};
-  spec.version = OPC_PLUGIN_ABI_VERSION, spec.size = 8;  // holds no op_name
+  spec.version = OPC_PLUGIN_ABI_VERSION_1, spec.size = 8;  // holds no op_name
   OpcStatus failed = OPC_OK;
   failed |= r->declare_op(r->host, &spec) == OPC_OK ? 1 : 0;
   failed |= r->declare_op(r->host, nullptr) == OPC_OK ? 1 : 0;
@@ -333,7 +333,7 @@ OpcStatus register_garbage(const OpcRegistrar* r) {
   failed |= r->declare_op(r->host, &spec) == OPC_OK ? 1 : 0;
   spec.num_args = 0, spec.version = 99;
   failed |= r->declare_op(r->host, &spec) == OPC_OK ? 1 : 0;
-  spec.version = OPC_PLUGIN_ABI_VERSION, spec.flags = 1u << 20;
+  spec.version = OPC_PLUGIN_ABI_VERSION_1, spec.flags = 1u << 20;
   failed |= r->declare_op(r->host, &spec) == OPC_OK ? 1 : 0;
   const DLDataType junk{77, 3, 1};
   spec.flags = 0, spec.dtypes = &junk, spec.num_dtypes = 1;

@@ -110,7 +110,8 @@ void check_output(const Graph& g, const Node& node, ValueId id, const Tensor& t,
   if (!v.tensor) return;
   const TensorMeta& m = *v.tensor;
   if (t.dim() != static_cast<int64_t>(m.sizes.size())) {
-    throw Error(ErrorCode::kSchemaMismatch, "run_graph: '" + node.op + "' returned " + std::to_string(t.dim()) +
+    throw Error(ErrorCode::kSchemaMismatch, ErrorReason::kCapturedMetadata,
+                "run_graph: '" + node.op + "' returned " + std::to_string(t.dim()) +
                                                 "-d " + value_name(g, id) + ", capture recorded " + sizes_string(m.sizes));
   }
   for (size_t d = 0; d < m.sizes.size(); ++d) {
@@ -121,7 +122,7 @@ void check_output(const Graph& g, const Node& node, ValueId id, const Tensor& t,
     }
     const int64_t expected = evaluate(s, b);
     if (t.sizes()[d] != expected) {
-      throw Error(ErrorCode::kSchemaMismatch,
+      throw Error(ErrorCode::kSchemaMismatch, ErrorReason::kCapturedMetadata,
                   "run_graph: '" + node.op + "' returned " + value_name(g, id) + " with size " + shape_string(t.sizes()) +
                       ", but capture recorded " + sizes_string(m.sizes) + " (= " + std::to_string(expected) +
                       " in dimension " + std::to_string(d) +
@@ -129,7 +130,8 @@ void check_output(const Graph& g, const Node& node, ValueId id, const Tensor& t,
     }
   }
   if (t.dtype() != m.dtype) {
-    throw Error(ErrorCode::kSchemaMismatch, "run_graph: '" + node.op + "' returned " + value_name(g, id) + " as " +
+    throw Error(ErrorCode::kSchemaMismatch, ErrorReason::kCapturedMetadata,
+                "run_graph: '" + node.op + "' returned " + value_name(g, id) + " as " +
                                                 std::string(name(t.dtype())) + ", capture recorded " +
                                                 std::string(name(m.dtype)));
   }

@@ -147,6 +147,16 @@ Verdict compare_observables(const OperatorHandle& op, const Observables& actual,
     if (a.is_tensor() && e.is_tensor() && a.to_tensor().defined() && e.to_tensor().defined()) {
       const Tensor& at = a.to_tensor();
       const Tensor& et = e.to_tensor();
+      if (exactness == Exactness::metadata) {
+        if (at.dtype() != et.dtype() || !std::equal(at.sizes().begin(), at.sizes().end(), et.sizes().begin(), et.sizes().end())) {
+          const Field field = at.dtype() != et.dtype() ? Field::dtype : Field::shape;
+          return {false, false, concat(actual[i].first, ": ", at.dtype() != et.dtype() ? "dtype" : "shape", " differs (",
+                                       shape_string(at.sizes()), " ", name(at.dtype()), " vs ", shape_string(et.sizes()),
+                                       " ", name(et.dtype()), ")"),
+                  field, subject};
+        }
+        continue;
+      }
       if (exactness == Exactness::bitwise) {
         const bool same_shape = std::equal(at.sizes().begin(), at.sizes().end(), et.sizes().begin(), et.sizes().end());
         if (at.dtype() != et.dtype() || !same_shape || !bitwise_equal(at, et)) {

@@ -32,6 +32,7 @@ std::string_view to_string(ErrorReason reason) {
     case ErrorReason::kFakeDataAccess: return "fake_data_access";
     case ErrorReason::kDataDependentOutput: return "data_dependent_output";
     case ErrorReason::kGuardFailed: return "guard_failed";
+    case ErrorReason::kCapturedMetadata: return "captured_metadata";
     case ErrorReason::kNotFunctionalizable: return "not_functionalizable";
     case ErrorReason::kInvalidArgument: return "invalid_argument";
     case ErrorReason::kLibraryError: return "library_error";
@@ -49,6 +50,7 @@ std::string_view describe(ErrorReason reason) {
     case ErrorReason::kFakeDataAccess: return "a fake kernel read tensor data";
     case ErrorReason::kDataDependentOutput: return "a data-dependent output";
     case ErrorReason::kGuardFailed: return "a guard failed";
+    case ErrorReason::kCapturedMetadata: return "an output unlike its captured metadata";
     case ErrorReason::kNotFunctionalizable: return "a write functionalization cannot express";
     case ErrorReason::kInvalidArgument: return "an argument refused as invalid";
     case ErrorReason::kLibraryError: return "the library's own error";

@@ -405,6 +405,15 @@ void Registry::set_op_data(std::string_view op_name, OpData data) {
   replaced = std::exchange(it->second->data, std::move(shared));
 }
 
+void Registry::add_tag(std::string_view op_name, Tag tag) {
+  std::lock_guard lock(state_->mutex);
+  auto it = state_->ops.find(op_name);
+  OPCONFORM_CHECK(it != state_->ops.end() && it->second->schema.has_value(), ErrorCode::kRegistration,
+                  "add_tag: operator '", op_name, "' is not defined in this registry");
+  auto& tags = it->second->tags;
+  if (std::find(tags.begin(), tags.end(), tag) == tags.end()) tags.push_back(tag);
+}
+
 RegistrationHandle Registry::impl(std::string_view op_name, DispatchKey key, KernelFunction kernel,
                                   RegistrationSource source, bool allow_override) {
   check_operator_name(op_name);

@@ -478,6 +478,15 @@ Tensor Tensor::as_strided(IntArrayRef new_sizes, IntArrayRef new_strides, std::o
   return make_view({new_sizes.begin(), new_sizes.end()}, {new_strides.begin(), new_strides.end()}, off);
 }
 
+Tensor Tensor::as_strided(const std::vector<SymInt>& sizes, const std::vector<SymInt>& strides,
+                          int64_t storage_offset) const {
+  std::vector<int64_t> concrete_sizes, concrete_strides;
+  for (const SymInt& s : sizes) concrete_sizes.push_back(concrete_stand_in(s));
+  for (const SymInt& s : strides) concrete_strides.push_back(concrete_stand_in(s));
+  static_cast<void>(as_strided(concrete_sizes, concrete_strides, storage_offset));  // checks the stand-ins
+  return make_view(std::move(concrete_sizes), std::move(concrete_strides), storage_offset, sizes, strides);
+}
+
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = wrap_dim(d, dim(), "narrow");
   OPCONFORM_CHECK(dim() > 0, ErrorCode::kInvalidArgument, "narrow() cannot be applied to a 0-dim tensor");

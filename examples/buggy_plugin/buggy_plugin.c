@@ -897,7 +897,7 @@ static const OpEntry OPS[] = {
 };
 
 static OpcStatus register_ops(const OpcRegistrar* r) {
-  if (r->version != OPC_PLUGIN_ABI_VERSION) return OPC_ABI_MISMATCH;
+  if (r->version != OPC_PLUGIN_ABI_VERSION_1) return OPC_ABI_MISMATCH;
   const DLDataType dtypes[3] = {dl_dtype(DT_F32), dl_dtype(DT_F64), dl_dtype(DT_I64)};
   for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; ++i) {
     const OpEntry* op = &OPS[i];
@@ -912,7 +912,7 @@ static OpcStatus register_ops(const OpcRegistrar* r) {
 }
 
 static const OpcPlugin PLUGIN = {
-    .abi_version = OPC_PLUGIN_ABI_VERSION, .size = sizeof(OpcPlugin), .name = "buggy-ops", .version = "0.0.1",
+    .abi_version = OPC_PLUGIN_ABI_VERSION_1, .size = sizeof(OpcPlugin), .name = "buggy-ops", .version = "0.0.1",
     .register_ops = register_ops, .flags = 0,
 };
 

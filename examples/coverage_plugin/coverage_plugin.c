@@ -256,7 +256,7 @@ static const OpEntry OPS[] = {
 };
 
 static OpcStatus register_ops(const OpcRegistrar* r) {
-  if (r->version != OPC_PLUGIN_ABI_VERSION) return OPC_ABI_MISMATCH;
+  if (r->version != OPC_PLUGIN_ABI_VERSION_1) return OPC_ABI_MISMATCH;
   for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; ++i) {
     const OpEntry* op = &OPS[i];
     DLDataType dtypes[4];
@@ -274,7 +274,7 @@ static OpcStatus register_ops(const OpcRegistrar* r) {
 }
 
 static const OpcPlugin PLUGIN = {
-    .abi_version = OPC_PLUGIN_ABI_VERSION, .size = sizeof(OpcPlugin), .name = "coverage-bugs", .version = "0.0.1",
+    .abi_version = OPC_PLUGIN_ABI_VERSION_1, .size = sizeof(OpcPlugin), .name = "coverage-bugs", .version = "0.0.1",
     .register_ops = register_ops, .flags = 0,
 };
 

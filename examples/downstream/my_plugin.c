@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#define OPC_PLUGIN_TARGET_ABI OPC_PLUGIN_ABI_VERSION_1 /* a version-1 plugin (plugin.h) */
 #include "opconform/plugin.h"
 
 #define MAX_DIMS 16

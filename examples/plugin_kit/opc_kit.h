@@ -265,7 +265,7 @@ static inline OpcStatus make_output(const OpcCallContext* ctx, Dt dt, int ndim, 
       ctx->new_tensor(ctx->host, dl_dtype(dt), ndim, ndim ? shape : none, ndim ? strides : none);
   if (m == NULL) return OPC_OUT_OF_MEMORY; /* the host has set the message */
   ret->tag = OPC_TAG_TENSOR;
-  ret->reserved = 0;
+  ret->alias = 0;
   ret->u.tensor = m;
   out->dt = dt;
   out->ndim = ndim;
@@ -298,7 +298,7 @@ static inline void release_output(OpcValue* ret) {
 static inline void set_none(OpcValue* returns, int64_t num_returns) {
   for (int64_t i = 0; i < num_returns; ++i) {
     returns[i].tag = OPC_TAG_NONE;
-    returns[i].reserved = 0;
+    returns[i].alias = 0;
     returns[i].u.i = 0;
   }
 }

@@ -239,7 +239,7 @@ static const OpEntry OPS[] = {
 };
 
 static OpcStatus register_ops(const OpcRegistrar* r) {
-  if (r->version != OPC_PLUGIN_ABI_VERSION) return OPC_ABI_MISMATCH;
+  if (r->version != OPC_PLUGIN_ABI_VERSION_1) return OPC_ABI_MISMATCH;
   const DLDataType dtypes[2] = {dl_dtype(DT_F32), dl_dtype(DT_F64)};
   for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; ++i) {
     const OpEntry* op = &OPS[i];
@@ -255,7 +255,7 @@ static OpcStatus register_ops(const OpcRegistrar* r) {
 
 /* Flags 0: the library claims to be thread-safe (so thread_safety calls it from several threads). */
 static const OpcPlugin PLUGIN = {
-    .abi_version = OPC_PLUGIN_ABI_VERSION, .size = sizeof(OpcPlugin), .name = LIBRARY_NAME, .version = "0.0.1",
+    .abi_version = OPC_PLUGIN_ABI_VERSION_1, .size = sizeof(OpcPlugin), .name = LIBRARY_NAME, .version = "0.0.1",
     .register_ops = register_ops, .flags = 0,
 };
 

@@ -928,7 +928,7 @@ static const OpEntry OPS[] = {
 };
 
 static OpcStatus register_ops(const OpcRegistrar* r) {
-  if (r->version != OPC_PLUGIN_ABI_VERSION) return OPC_ABI_MISMATCH;
+  if (r->version != OPC_PLUGIN_ABI_VERSION_1) return OPC_ABI_MISMATCH;
   const DLDataType dtypes[3] = {dl_dtype(DT_F32), dl_dtype(DT_F64), dl_dtype(DT_I64)};
   for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; ++i) {
     const OpEntry* op = &OPS[i];
@@ -943,7 +943,7 @@ static OpcStatus register_ops(const OpcRegistrar* r) {
 }
 
 static const OpcPlugin PLUGIN = {
-    .abi_version = OPC_PLUGIN_ABI_VERSION, .size = sizeof(OpcPlugin), .name = "vendor-ops", .version = "1.0.0",
+    .abi_version = OPC_PLUGIN_ABI_VERSION_1, .size = sizeof(OpcPlugin), .name = "vendor-ops", .version = "1.0.0",
     .register_ops = register_ops, .flags = 0,
 };
 

@@ -49,30 +49,74 @@
  *     after the call.
  *
  * Fake kernels (OPC_KERNEL_FAKE) compute output metadata only: their tensor arguments have
- * data == NULL, and ctx->new_tensor gives data-less tensors. Sizes are concrete (the hint values
- * of symbolic sizes). Autograd formulas (OPC_KERNEL_BACKWARD) receive
+ * data == NULL, and ctx->new_tensor gives data-less tensors. In version 1 sizes are concrete (the
+ * hint values of symbolic sizes, each pinned by a guard). In version 2 a size may be symbolic: see
+ * "Symbolic sizes" below. Autograd formulas (OPC_KERNEL_BACKWARD) receive
  *     [the call's arguments..., its returns..., one gradient per returned tensor (each element of
  *      a Tensor[] return counts; none when absent)]
  * and return one value per schema argument: the gradient (a tensor) or none; for a Tensor[]
- * argument, a list with one gradient per element of it (a tensor or none), or none.
+ * argument, a list with one gradient per element of it (a tensor or none), or none. A formula is
+ * compiled code the host cannot differentiate or capture: version 2's backward operators can be
+ * both (declare_backward_op below).
  *
  * Views: a returned tensor whose memory lies inside an argument's (same dtype) is a view of that
  * argument: return your own managed tensor pointing there (zero copy), and the host makes it a
  * view sharing the argument's storage. In a fake call, a view's storage offset is its byte_offset
- * (data stays NULL); that it aliases an argument cannot be said in version 1.
+ * (data stays NULL). From version 2 a returned tensor says which argument it is a view of in its
+ * OpcValue's `alias` (OPC_ALIAS_OF(i)), in real and fake calls alike: that is how a fake call says
+ * it (a real call's memory says it too; a real view that claims another argument is refused).
  *
  * Lifetimes: the registrar is valid only during register_ops, the call context and the arguments
  * only during the call. A returned managed tensor must not live in ctx->alloc memory (that is
  * freed after the call, before the host is done with the tensor).
  *
- * Autograd formulas get one gradient value per argument back; a Tensor[] argument (cat's) cannot
- * receive gradients in version 1, and a formula gets the arguments as they are after the call (an
- * in-place op's formula sees self already written).
+ * A formula gets the arguments as they are after the call (an in-place op's formula sees self
+ * already written).
  *
  * Threads and processes: opconform's harness calls a plugin's kernels from one thread per worker
  * process; a host that calls from several threads honours OPC_PLUGIN_FLAG_NOT_THREAD_SAFE. The
- * harness runs kernels in worker processes that it kills when a kernel crashes or hangs. Random
- * ops cannot be seeded through the ABI in version 1. */
+ * harness runs kernels in worker processes that it kills when a kernel crashes or hangs.
+ *
+ * Version 2 (OPC_PLUGIN_ABI_VERSION 2). What version 1 could not carry, each costing real libraries
+ * results that said nothing about them:
+ *   - Symbolic sizes in fake calls. The design is PyTorch's SymInt: arithmetic on symbolic values
+ *     through the host. A size (in a shape, a stride, a SymInt argument or return)
+ *     may be a handle, an int64 that names a symbolic expression of the call ("s0", "s0*s1 + 1");
+ *     OPC_IS_SYM_HANDLE tells one. A fake kernel that copies sizes copies handles as they are; one
+ *     that computes with them calls ctx->sym_binary (+, -, *, //, %, max, min) and decides branches
+ *     with ctx->sym_compare, which records the assumption as a guard, as `if s0 > 3:` does in
+ *     PyTorch. Why this and not output metadata as expressions: a fake kernel stays one ordinary
+ *     function of its inputs, written once in the library's language, for every op however its
+ *     sizes are computed (convolution's formula, cat's sum, a data-dependent branch), and the host
+ *     sees every decision it made, so a captured graph carries exactly the guards it needs. Raw
+ *     C arithmetic on a handle gives a value that is no handle; the host refuses it naming the op,
+ *     never reads it as a size. A kernel that needs a concrete value calls ctx->sym_guard_int,
+ *     which pins the size (the graph then replays at that size only). Storage offsets stay
+ *     concrete: a fake argument's byte_offset is its storage offset (0 in version 1), and a fake
+ *     view's byte_offset must be a plain number too (ctx->sym_guard_int gives a symbolic
+ *     stride's value where an offset needs one).
+ *   - Views in fake calls: OpcValue.alias (above).
+ *   - Backward as an operator (registrar->declare_backward_op): the backward is an op with its own
+ *     schema and kernels (CPU, CUDA, fake, and its own backward), dispatched and captured like any
+ *     op, so it can be differentiated again (gradgradcheck) and captured into graphs.
+ *   - A random source in the call: ctx->seed and ctx->offset (PyTorch's Philox generator state).
+ *     For an op the host knows draws random numbers (tagged nondeterministic_seeded: the reference's
+ *     random ops, or OPC_OP_RANDOM), each call gets a fresh seed drawn from opconform's own seeded
+ *     generator and offset 0: the same generator state gives the same seed, so a kernel that draws
+ *     only from (seed, offset) repeats its values exactly, and checks compare seeded runs.
+ *   - Absent returns: OPC_TAG_NONE is accepted for a Tensor return (not only a Tensor? one) and
+ *     becomes an undefined tensor, PyTorch's C++ spelling of "not computed" (ATen's
+ *     convolution_backward with a false output_mask): a library that returns undefined tensors
+ *     writes OPC_TAG_NONE for them. In version 1 that is refused as a schema mismatch.
+ *
+ * Migration from version 1: set abi_version (or use the macros, which write OPC_PLUGIN_ABI_VERSION)
+ * to 2, then check the fake kernels: every size a fake kernel computes with must go through
+ * ctx->sym_binary / ctx->sym_compare (a version-1 fake kernel that only copies sizes is already
+ * correct). Nothing else changes meaning: the new fields are additions, a version-2 plugin need
+ * not use them. A plugin that keeps abi_version 1 (OPC_PLUGIN_ABI_VERSION_1) loads and is checked
+ * as before: concrete sizes pinned by guards, no alias field read, no seed, None refused for a
+ * Tensor return. The host sets `version` in the structs it fills (OpcCallContext, OpcRegistrar,
+ * OpcSampleDraw) to the plugin's own abi_version. */
 #ifndef OPCONFORM_PLUGIN_H_
 #define OPCONFORM_PLUGIN_H_
 
@@ -85,13 +129,17 @@
 extern "C" {
 #endif
 
-/* The ABI this header describes. The host refuses a plugin whose abi_version differs. */
-#define OPC_PLUGIN_ABI_VERSION 1
-/* The minor revision: 1.0 = the original structs; 1.1 appended plugin options, declare_op (per-op
+/* The ABI this header describes. The host loads plugins of OPC_PLUGIN_ABI_VERSION_1 up to this
+ * version and refuses any other abi_version. */
+#define OPC_PLUGIN_ABI_VERSION 2
+/* The oldest version the host still loads, with its own meaning (see "Version 2" above). */
+#define OPC_PLUGIN_ABI_VERSION_1 1
+/* The minor revision. 1.0 = the original structs; 1.1 appended plugin options, declare_op (per-op
  * data: dtypes, input constraints, tolerances, sample builders, the reference's fake kernel) and
- * set_error to the registrar. A minor revision only appends fields: read a field the other side
- * filled only when its `size` covers it (OPC_HAS_FIELD). */
-#define OPC_PLUGIN_ABI_MINOR 1
+ * set_error to the registrar; 2.0 = version 2 (symbolic sizes, aliases, backward operators, seeds,
+ * absent returns). A minor revision only appends fields: read a field the other side filled only
+ * when its `size` covers it (OPC_HAS_FIELD). */
+#define OPC_PLUGIN_ABI_MINOR 0
 
 /* True when a struct the other side filled (it starts with version/abi_version and size) is large
  * enough to hold `field`. */
@@ -135,7 +183,9 @@ enum {
  * BOOL or COMPLEX); a list's items carry their own tags. */
 typedef struct OpcValue {
   OpcTag tag;
-  uint32_t reserved; /* zero */
+  /* Version 2, a returned tensor (or Tensor[] item) only: OPC_ALIAS_OF(i) when it is a view of
+   * argument i, else 0. Zero everywhere else (and in version 1, where the host ignores it). */
+  uint32_t alias;
   union {
     OpcDLManagedTensorVersioned* tensor;
     int64_t i;
@@ -155,6 +205,44 @@ typedef struct OpcValue {
   } u;
 } OpcValue;
 
+/* OpcValue.alias of a tensor that is a view of argument `index` (schema order). */
+#define OPC_ALIAS_OF(index) ((uint32_t)(index) + 1u)
+
+/* ---- Version 2: symbolic sizes (see "Version 2" at the top) -------------------------------- */
+
+/* A handle names one symbolic expression of the call: OPC_SYM_HANDLE_BASE + k * OPC_SYM_HANDLE_STEP
+ * for the k-th expression. Handles are negative (no size is), and spaced so that raw arithmetic on
+ * one (h + 1, h * 2) gives a value that is no handle and is refused. Concrete sizes stay plain
+ * non-negative numbers, and the host gives a concrete value wherever a size is not symbolic. */
+#define OPC_SYM_HANDLE_BASE (-(INT64_C(1) << 62))
+#define OPC_SYM_HANDLE_STEP (INT64_C(1) << 24)
+#define OPC_SYM_HANDLE_LIMIT (INT64_C(1) << 30) /* handles per call */
+/* Whether v is in the handles' range (the host checks it is exactly one). */
+#define OPC_IS_SYM_HANDLE(v) \
+  ((v) >= OPC_SYM_HANDLE_BASE && (v) < OPC_SYM_HANDLE_BASE + OPC_SYM_HANDLE_LIMIT * OPC_SYM_HANDLE_STEP)
+
+/* ctx->sym_binary's operations (on handles and concrete values alike; Python's // and %). */
+typedef int32_t OpcSymOp;
+enum {
+  OPC_SYM_ADD = 1,
+  OPC_SYM_SUB = 2,
+  OPC_SYM_MUL = 3,
+  OPC_SYM_FLOORDIV = 4,
+  OPC_SYM_MOD = 5,
+  OPC_SYM_MAX = 6, /* decided as a comparison: may record a guard */
+  OPC_SYM_MIN = 7,
+};
+/* ctx->sym_compare's comparisons. */
+typedef int32_t OpcSymCompare;
+enum {
+  OPC_SYM_EQ = 1,
+  OPC_SYM_NE = 2,
+  OPC_SYM_LT = 3,
+  OPC_SYM_LE = 4,
+  OPC_SYM_GT = 5,
+  OPC_SYM_GE = 6,
+};
+
 /* What the host passes to every kernel call. */
 typedef struct OpcCallContext {
   uint32_t version;  /* OPC_PLUGIN_ABI_VERSION */
@@ -172,6 +260,22 @@ typedef struct OpcCallContext {
                                              const int64_t* strides);
   /* The message of a failing status (copied; the last call wins). */
   void (*set_error)(void* host, const char* message);
+  /* ---- 2.0 (check with OPC_HAS_FIELD(ctx, OpcCallContext, <member>)) ---- */
+  /* The random source of the call (PyTorch's Philox seed and offset): set for ops tagged
+   * nondeterministic_seeded, 0 and 0 otherwise. Draw only from these for the same seed to give
+   * the same values. */
+  uint64_t seed;
+  uint64_t offset;
+  /* Symbolic sizes (fake calls of version-2 plugins; in any other call every size is concrete and
+   * these compute on concrete values). Each returns OPC_OK or OPC_INVALID_ARGUMENT (a value that is
+   * neither a size nor a handle of this call, division by zero) with the message set. */
+  OpcStatus (*sym_binary)(void* host, OpcSymOp op, int64_t a, int64_t b, int64_t* out);
+  /* a <cmp> b as 0 or 1; decided for the symbols' current values, and recorded as a guard when the
+   * answer depends on them (a graph replays only where it still holds). */
+  OpcStatus (*sym_compare)(void* host, OpcSymCompare cmp, int64_t a, int64_t b, int32_t* out);
+  /* The concrete value of a (its hint), pinning it there with a guard: for a kernel that cannot
+   * compute symbolically. */
+  OpcStatus (*sym_guard_int)(void* host, int64_t a, int64_t* out);
 } OpcCallContext;
 
 /* A kernel, a fake kernel or an autograd formula: see the calling convention at the top. */
@@ -275,6 +379,9 @@ enum {
    * plugin's real outputs (sizes, strides, dtype) with PyTorch's meta semantics. Register no
    * OPC_KERNEL_FAKE for such an op. Refused for an op the plugin defined itself. */
   OPC_OP_REFERENCE_FAKE = 4,
+  /* Version 2: the op draws random numbers (from ctx->seed/offset): tagged nondeterministic_seeded,
+   * so each call gets a seed and checks compare runs from one generator state. */
+  OPC_OP_RANDOM = 8,
 };
 
 /* declare_op's argument. For an op the plugin implements by name (the reference's), only dtypes and
@@ -362,6 +469,25 @@ typedef struct OpcRegistrar {
   void (*set_error)(void* host, const char* message);
   /* Per-op data (OpcOpSpec). A bad spec is a load problem of that op, not of the library. */
   OpcStatus (*declare_op)(void* host, const OpcOpSpec* spec);
+  /* ---- 2.0 ---- */
+  /* Backward as an operator: op_name's gradients come from the operator backward_op_name, which
+   * the host defines with the schema it derives from op_name's:
+   *     backward_op_name(<op_name's arguments, no defaults>, <its returns, named result0...>,
+   *                      <one gradient per return: Tensor? grad0 for a Tensor, Tensor?[] for a
+   *                       Tensor[], a non-tensor return has none>)
+   *       -> (<one per op_name argument: Tensor[]? for a Tensor[] (one gradient per element, or
+   *            None), Tensor? for any other argument>)
+   * ("mylib::scale_backward(Tensor x, float alpha, Tensor result0, Tensor? grad0) -> (Tensor?, Tensor?)";
+   * a name that is taken gets a trailing "_": result0_). The host calls it with the arguments as
+   * they are after the forward call, its returns, and the gradients (None where none flows).
+   * The plugin then registers backward_op_name's kernels with impl like any op's: CPU/CUDA, a fake
+   * kernel (so the backward is captured into graphs), and its own backward (an OPC_KERNEL_BACKWARD
+   * formula or another declare_backward_op) so it is differentiated again. Defining
+   * backward_op_name first is allowed when the schema is that one. An op has either a backward
+   * operator or an OPC_KERNEL_BACKWARD formula. Backward operators are checked through their
+   * forward op (gradcheck, gradgradcheck, graph capture), not as ops of their own: their arguments
+   * only mean something together. */
+  OpcStatus (*declare_backward_op)(void* host, const char* op_name, const char* backward_op_name);
 } OpcRegistrar;
 
 /* Plugin flags. */
@@ -371,7 +497,7 @@ enum {
 
 /* What opconform_plugin() returns: a static object, valid while the library is loaded. */
 typedef struct OpcPlugin {
-  uint32_t abi_version;   /* OPC_PLUGIN_ABI_VERSION: read before anything else */
+  uint32_t abi_version;   /* the version the plugin speaks, 1 or 2: read before anything else */
   uint32_t size;          /* sizeof(OpcPlugin) */
   const char* name;       /* "myvendor-ops": names the library in reports */
   const char* version;    /* the library's own version, free text */
@@ -392,6 +518,11 @@ typedef const OpcPlugin* (*OpcPluginEntryFn)(void);
  *     point and the same boxed calls as a shared library, so it is checked the same way.
  *   OPCONFORM_EXPORT_PLUGIN(my_ops)
  *     exports it as the shared library's entry point (one per shared library). */
+/* The version the macros write: define OPC_PLUGIN_TARGET_ABI before including this header to build a
+ * plugin of another version the host loads (OPC_PLUGIN_ABI_VERSION_1 keeps version 1's meaning). */
+#ifndef OPC_PLUGIN_TARGET_ABI
+#define OPC_PLUGIN_TARGET_ABI OPC_PLUGIN_ABI_VERSION
+#endif
 #ifdef __cplusplus
 #define OPC_EXTERN_C extern "C"
 #else
@@ -399,7 +530,7 @@ typedef const OpcPlugin* (*OpcPluginEntryFn)(void);
 #endif
 #define OPCONFORM_PLUGIN(ident, plugin_name, plugin_version, register_fn)                                  \
   const OpcPlugin* ident(void) {                                                                           \
-    static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), plugin_name, plugin_version, \
+    static const OpcPlugin plugin = {OPC_PLUGIN_TARGET_ABI, sizeof(OpcPlugin), plugin_name, plugin_version, \
                                      register_fn, 0, NULL, 0};                                             \
     return &plugin;                                                                                        \
   }
@@ -407,7 +538,7 @@ typedef const OpcPlugin* (*OpcPluginEntryFn)(void);
  *     the same, taking the options `specs` (an array of n OpcOptionSpec). */
 #define OPCONFORM_PLUGIN_WITH_OPTIONS(ident, plugin_name, plugin_version, register_fn, option_specs, count) \
   const OpcPlugin* ident(void) {                                                                          \
-    static const OpcPlugin plugin = {OPC_PLUGIN_ABI_VERSION, sizeof(OpcPlugin), plugin_name, plugin_version, \
+    static const OpcPlugin plugin = {OPC_PLUGIN_TARGET_ABI, sizeof(OpcPlugin), plugin_name, plugin_version, \
                                      register_fn, 0, option_specs, count};                               \
     return &plugin;                                                                                       \
   }

@@ -1,6 +1,6 @@
 // determinism (docs/checks.md): two runs on equal inputs give bitwise equal results (within
-// tolerance for ops tagged nondeterministic_bitwise; ops tagged nondeterministic_seeded are
-// skipped: they draw random numbers).
+// tolerance for ops tagged nondeterministic_bitwise; ops tagged nondeterministic_seeded run from one
+// generator state, so they repeat their draws).
 #include "opconform/conformance/detail/builtin_checks.h"
 #include "opconform/conformance/detail/check_kit.h"
 
@@ -14,10 +14,9 @@ class Determinism final : public Check {
   std::string_view name() const override { return "determinism"; }
   CheckResult run(const CheckContext& ctx) const override {
     const CheckRun k(name(), ctx);
-    if (ctx.op.has_tag(Tag::nondeterministic_seeded)) {
-      return k.skipped(concat("'", ctx.op.name(), "' is tagged nondeterministic_seeded (it draws random numbers)"),
-                       "nondeterministic_seeded", "the op draws random numbers");
-    }
+    // A random op (nondeterministic_seeded) runs both times from one generator state (run_boxed), so
+    // it must repeat its draws: a library's kernel takes them from the call's seed (plugin ABI 2).
+    const bool random = ctx.op.has_tag(Tag::nondeterministic_seeded);
     // nondeterministic_bitwise: declared to vary in the last bits (e.g. atomics): tolerance.
     const Exactness exactness = ctx.op.has_tag(Tag::nondeterministic_bitwise) ? Exactness::tolerance : Exactness::bitwise;
     Run first = k.run();
@@ -34,9 +33,12 @@ class Determinism final : public Check {
       return k.failed(mismatch_cause(v, "two runs on equal inputs differ", FindingKind::nondeterminism),
                       concat("determinism of '", ctx.op.name(), "': two runs on equal inputs gave different results (",
                              exactness == Exactness::bitwise ? "bitwise" : "beyond tolerance", "): ", v.what,
-                             ". A kernel must not depend on state kept between calls; tag the op ",
-                             "nondeterministic_seeded or nondeterministic_bitwise if it is meant to vary. Sample: ",
-                             k.sample(), "."));
+                             random ? ". The op draws random numbers and both runs started from one generator state: "
+                                      "it must draw only from the seed the call gives it (plugin ABI version 2: "
+                                      "ctx->seed and ctx->offset)"
+                                    : ". A kernel must not depend on state kept between calls; tag the op "
+                                      "nondeterministic_seeded or nondeterministic_bitwise if it is meant to vary",
+                             ". Sample: ", k.sample(), "."));
     }
     return k.passed();
   }

@@ -68,6 +68,14 @@ class VmapConsistency final : public Check {
                          "the op returns something other than plain tensors");
       }
     }
+    // A random op without a vmap rule cannot be vmapped with randomness="same" (the per-sample
+    // fallback draws per slice, as PyTorch's vmap refuses "same" for it too), and with "different"
+    // no per-sample loop reproduces its draws: there is nothing to compare.
+    if (ctx.op.has_tag(Tag::nondeterministic_seeded) && !ctx.op.has_kernel_at(DispatchKey::Batched)) {
+      return k.skipped(concat("'", ctx.op.name(), "' draws random numbers and has no vmap rule: the per-sample "
+                              "fallback supports randomness=\"different\" only, whose draws no per-sample run repeats"),
+                       "nondeterministic_seeded", "a random op without a vmap rule");
+    }
     std::vector<Stack> elements;
     for (int64_t b = 0; b < kBatch; ++b) elements.push_back(batch_element(args, b));
     const std::vector<Tensor> batched = stacked(elements, slots);

@@ -44,6 +44,7 @@ enum class ErrorReason {
   kFakeDataAccess,       // a kernel read the data of a fake tensor, which has none
   kDataDependentOutput,  // the result is a value of tensor data (see ErrorCode::kDataDependentOutput)
   kGuardFailed,          // a captured graph's guard does not hold for the replay's inputs
+  kCapturedMetadata,     // a replayed op's output differs from the metadata its fake kernel gave at capture
   kNotFunctionalizable,  // functionalization cannot express the op's writes (a write through a view it made)
   kInvalidArgument,      // a kernel refused its arguments as violating the op's contract
   kLibraryError,         // a library's kernel reported an error of its own (any other plugin status)

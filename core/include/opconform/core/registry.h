@@ -244,6 +244,9 @@ class Registry {
   // (validate_op_data); it belongs to the definition and is removed with it. Throws
   // Error(kRegistration) when the op is not defined here.
   void set_op_data(std::string_view op_name, OpData data);
+  // Adds a tag to a defined operator (a plugin's declare_op says what its define could not). Only
+  // while the op is being registered: tags are read without the lock on every call.
+  void add_tag(std::string_view op_name, Tag tag);
   // Claims a namespace for one DEF library (PyTorch allows one TORCH_LIBRARY per namespace).
   RegistrationHandle claim_namespace(std::string_view ns, RegistrationSource source);
 

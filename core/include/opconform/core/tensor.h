@@ -186,6 +186,9 @@ class Tensor {
   Tensor reshape(IntArrayRef sizes) const;  // a view when possible, else a copy
   Tensor reshape(std::initializer_list<int64_t> s) const { return reshape(IntArrayRef(s.begin(), s.size())); }
   Tensor as_strided(IntArrayRef sizes, IntArrayRef strides, std::optional<int64_t> storage_offset = {}) const;
+  // The same with symbolic sizes and strides (a fake tensor's view whose sizes a plugin's fake kernel
+  // computed): they stay symbolic when this tensor's are (Note [Views of symbolic fakes]).
+  Tensor as_strided(const std::vector<SymInt>& sizes, const std::vector<SymInt>& strides, int64_t storage_offset) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor slice(int64_t dim, std::optional<int64_t> start = {}, std::optional<int64_t> end = {},
                int64_t step = 1) const;

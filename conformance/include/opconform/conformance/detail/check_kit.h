@@ -83,7 +83,8 @@ Run run_op(const OperatorHandle& op, const Stack& args);
 
 // ---- comparing -------------------------------------------------------------------------------------
 
-enum class Exactness { tolerance, bitwise };
+// metadata: definedness, shape and dtype only (a random op against another library's draws).
+enum class Exactness { tolerance, bitwise, metadata };
 
 // Which property of an observable differs; its FindingKind is kind_of(field).
 enum class Field { none, count, kind, shape, strides, dtype, storage_offset, device, values, aliasing };
