@@ -3,6 +3,10 @@
 // NULL and malformed tensors (bad dtype, version, strides, byte_offset), the argument handed back
 // or viewed, one tensor returned twice, strings and lists from ctx->alloc, failing statuses — for
 // ops with every kind of return, called for real, under FakeTensorMode and through autograd.
+// It speaks plugin ABI version 2, so the fuzz reaches version 2's values too: returns that claim
+// to alias an argument (any or none), None for a Tensor return, symbolic size handles (real ones
+// from a fake argument with a symbolic size, near-handles, handles of nothing) in new_tensor and in
+// returned descriptors, and ctx->sym_* on fuzzed operands.
 // The call must either throw opconform::Error or return values of the schema's types whose
 // tensors are readable; the plugin's own tensors must be released exactly once (ASan/LSan).
 #include <algorithm>
@@ -72,12 +76,21 @@ struct Geometry {
   bool null_strides = false;
 };
 
+// A size as a version-2 fake kernel may give one: a handle (of the call's first symbolic size, of
+// none, or one raw C arithmetic on a handle made), or a plain number.
+int64_t some_size(FuzzedDataProvider& in, bool fake, int64_t lo, int64_t hi) {
+  if (!fake || in.ConsumeIntegralInRange<uint8_t>(0, 3) != 0) return plausible<int64_t>(in, lo, hi);
+  const int64_t k = in.ConsumeIntegralInRange<int64_t>(0, 3);
+  const int64_t handle = OPC_SYM_HANDLE_BASE + k * OPC_SYM_HANDLE_STEP;
+  return in.ConsumeBool() ? handle : handle + in.ConsumeIntegralInRange<int64_t>(-2, 2);
+}
+
 Geometry some_geometry(FuzzedDataProvider& in, bool fake, bool keep_overflow, size_t item) {
   Geometry g;
   const int ndim = in.ConsumeIntegralInRange<int>(0, 3);
-  for (int d = 0; d < ndim; ++d) g.shape.push_back(plausible<int64_t>(in, 0, 4));
+  for (int d = 0; d < ndim; ++d) g.shape.push_back(some_size(in, fake, 0, 4));
   g.null_strides = in.ConsumeBool();
-  for (int d = 0; d < ndim; ++d) g.strides.push_back(plausible<int64_t>(in, 0, 8));
+  for (int d = 0; d < ndim; ++d) g.strides.push_back(some_size(in, fake, 0, 8));
   if (fake) return g;
   // Elements reached, and the contiguous stride of the current dimension, saturated at 2^63 so
   // that the 128-bit products cannot overflow.
@@ -202,7 +215,11 @@ struct Kernel {
     v.tag = in.ConsumeIntegralInRange<uint8_t>(0, 15) != 0 ? in.ConsumeIntegralInRange<int32_t>(0, 7)
                                                             : in.ConsumeIntegral<int32_t>();
     switch (v.tag) {
-      case OPC_TAG_TENSOR: v.u.tensor = tensor(in, allow_own); break;
+      case OPC_TAG_TENSOR:
+        v.u.tensor = tensor(in, allow_own);
+        // Version 2: a claim to alias argument 0 (true or not), an argument that does not exist, or none.
+        v.alias = in.ConsumeIntegralInRange<uint8_t>(0, 3) == 0 ? in.ConsumeIntegralInRange<uint32_t>(1, 3) : 0;
+        break;
       case OPC_TAG_INT: v.u.i = in.ConsumeIntegral<int64_t>(); break;
       case OPC_TAG_DOUBLE: v.u.d = in.ConsumeFloatingPoint<double>(); break;
       case OPC_TAG_BOOL: v.u.b = plausible<int32_t>(in, 0, 1); break;
@@ -252,6 +269,16 @@ OpcStatus fuzz_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t n
         lied_about_size[j] = (returns[j].tag == OPC_TAG_STRING && returns[j].u.s.size < 0) ||
                              (returns[j].tag == OPC_TAG_LIST && returns[j].u.list.size < 0);
     }
+    // Version 2's symbolic arithmetic on fuzzed operands (handles of the call or not): an answer
+    // or an error status, never a crash.
+    if (in.ConsumeIntegralInRange<uint8_t>(0, 3) == 0) {
+      int64_t out = 0;
+      int32_t truth = 0;
+      const int64_t a = some_size(in, true, -2, 8), b = some_size(in, true, -2, 8);
+      (void)ctx->sym_binary(ctx->host, in.ConsumeIntegralInRange<int32_t>(0, 8), a, b, &out);
+      (void)ctx->sym_compare(ctx->host, in.ConsumeIntegralInRange<int32_t>(0, 7), a, b, &truth);
+      (void)ctx->sym_guard_int(ctx->host, a, &out);
+    }
     // The host-side helpers with bad arguments, which must answer NULL and set an error.
     if (in.ConsumeIntegralInRange<uint8_t>(0, 7) == 0) {
       std::vector<int64_t> bad_shape(kMaxDLPackDims + 8, 2);  // as many sizes as any ndim below
@@ -290,9 +317,9 @@ OPCONFORM_PLUGIN(fuzz_plugin, "fuzz-values", "1", register_fuzz_ops)
 bool has_type(const IValue& v, const Type& type) {
   if (type.is_optional()) return v.is_none() || has_type(v, type.elem());
   switch (type.kind()) {
-    case TypeKind::kTensor: return v.tag() == IValue::Tag::Tensor && v.to_tensor().defined();
-    case TypeKind::kInt:
-    case TypeKind::kSymInt: return v.tag() == IValue::Tag::Int;
+    case TypeKind::kTensor: return v.tag() == IValue::Tag::Tensor;  // undefined: None in version 2
+    case TypeKind::kInt: return v.tag() == IValue::Tag::Int;
+    case TypeKind::kSymInt: return v.tag() == IValue::Tag::Int || v.tag() == IValue::Tag::SymInt;
     case TypeKind::kFloat: return v.tag() == IValue::Tag::Double;
     case TypeKind::kBool: return v.tag() == IValue::Tag::Bool;
     case TypeKind::kScalar:
@@ -333,7 +360,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Tensor x = base.narrow(0, offset, n);
 
   std::optional<FakeTensorMode> fake_mode;
-  if (mode == 2) x = fake_mode.emplace().from_tensor(x);
+  std::optional<FakeTensorModeGuard> fake_guard;
+  if (mode == 2) {
+    const bool symbolic = in.ConsumeBool();  // a symbolic size (n >= 2): the kernel gets a real handle
+    x = fake_mode.emplace().from_tensor(x, symbolic);
+    if (symbolic) fake_guard.emplace(*fake_mode);
+  }
   if (mode == 3) {
     if (op_index >= kOpsWithBackward) return 0;
     x = x.detach();

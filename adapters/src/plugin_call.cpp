@@ -630,6 +630,11 @@ IValue convert_return(CallArena& arena, const OpcValue& v, const Type& type, siz
     if (v.u.list.size < 0) throw mismatch("a list of size " + std::to_string(v.u.list.size));
     std::vector<Tensor> tensors;
     for (int64_t j = 0; j < v.u.list.size; ++j) {
+      // Version 2: a None item is an undefined tensor (a gradient list with no gradient for one element).
+      if (v.u.list.items[j].tag == OPC_TAG_NONE && arena.v2()) {
+        tensors.emplace_back();
+        continue;
+      }
       if (v.u.list.items[j].tag != OPC_TAG_TENSOR) throw mismatch("a list with a non-tensor item");
       tensors.push_back(take_return_tensor(arena, v.u.list.items[j], i, where));
     }

@@ -87,6 +87,18 @@ OpcStatus maybe(const OpcCallContext* ctx, const OpcValue* args, int64_t, OpcVal
   return OPC_OK;
 }
 
+// parts(Tensor x) -> Tensor[]: [x doubled, nothing].
+OpcStatus parts(const OpcCallContext* ctx, const OpcValue* args, int64_t, OpcValue* returns, int64_t, void*) {
+  auto* items = static_cast<OpcValue*>(ctx->alloc(ctx->host, 2 * sizeof(OpcValue)));
+  const DLTensor& x = args[0].u.tensor->dl_tensor;
+  items[0] = OpcValue{};
+  items[0].tag = OPC_TAG_TENSOR;
+  items[0].u.tensor = ctx->new_tensor(ctx->host, x.dtype, x.ndim, x.shape, nullptr);
+  items[1] = OpcValue{};
+  returns[0].tag = OPC_TAG_LIST, returns[0].u.list.items = items, returns[0].u.list.size = 2;
+  return OPC_OK;
+}
+
 uint64_t g_last_seed = 0;
 OpcStatus draw(const OpcCallContext* ctx, const OpcValue* args, int64_t, OpcValue* returns, int64_t, void*) {
   g_last_seed = ctx->seed;
@@ -150,6 +162,8 @@ OpcStatus register_v2(const OpcRegistrar* r) {
   if (s == OPC_OK) s = r->impl(r->host, "v2::first", OPC_KERNEL_FAKE, first_row, nullptr);
   if (s == OPC_OK) s = r->define(r->host, "v2::maybe(Tensor x, bool give) -> Tensor");
   if (s == OPC_OK) s = r->impl(r->host, "v2::maybe", OPC_KERNEL_CPU, maybe, nullptr);
+  if (s == OPC_OK) s = r->define(r->host, "v2::parts(Tensor x) -> Tensor[]");
+  if (s == OPC_OK) s = r->impl(r->host, "v2::parts", OPC_KERNEL_CPU, parts, nullptr);
   if (s == OPC_OK) s = r->define(r->host, "v2::draw(Tensor x) -> Tensor");
   if (s == OPC_OK) s = r->impl(r->host, "v2::draw", OPC_KERNEL_CPU, draw, nullptr);
   OpcOpSpec spec{};
@@ -253,6 +267,11 @@ TEST(PluginAbi2, NoneForATensorReturnIsAnUndefinedTensorInVersion2Only) {
   IValue out = v2.call("v2::maybe", {IValue(rows({2})), IValue(false)})[0];
   ASSERT_TRUE(out.is_tensor());
   EXPECT_FALSE(out.to_tensor().defined());
+  // So is a None item of a Tensor[] (a gradient list with no gradient for one element).
+  const std::vector<Tensor> list = v2.call("v2::parts", {IValue(rows({2}))})[0].to_tensor_list();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_TRUE(list[0].defined());
+  EXPECT_FALSE(list[1].defined());
   Loaded v1(v1_plugin());
   EXPECT_THAT(error_of([&] { v1.call("v1::maybe", {IValue(rows({2})), IValue(false)}); }).what(),
               HasSubstr("should be Tensor, the kernel gave tag 0"));

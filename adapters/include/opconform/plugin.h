@@ -107,7 +107,8 @@
  *   - Absent returns: OPC_TAG_NONE is accepted for a Tensor return (not only a Tensor? one) and
  *     becomes an undefined tensor, PyTorch's C++ spelling of "not computed" (ATen's
  *     convolution_backward with a false output_mask): a library that returns undefined tensors
- *     writes OPC_TAG_NONE for them. In version 1 that is refused as a schema mismatch.
+ *     writes OPC_TAG_NONE for them (so may an item of a Tensor[] return: a gradient list with no
+ *     gradient for one element). In version 1 that is refused as a schema mismatch.
  *
  * Migration from version 1: set abi_version (or use the macros, which write OPC_PLUGIN_ABI_VERSION)
  * to 2, then check the fake kernels: every size a fake kernel computes with must go through
