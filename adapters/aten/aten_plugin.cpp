@@ -7,8 +7,11 @@
 // tags apply):
 //   - OPC_KERNEL_CPU: the op through ATen's dispatcher (OperatorHandle::callBoxed), grad mode off;
 //   - OPC_KERNEL_FAKE: the same call on meta tensors, when ATen has a meta (or composite) kernel;
-//   - OPC_KERNEL_BACKWARD: ATen's autograd (torch::autograd::grad over a re-run of the op), for
-//     ops with a tensor argument and a tensor return.
+//   - for ops with a tensor argument and a tensor return, the backward as operators (plugin ABI 2,
+//     declare_backward_op): "aten_backward::<op>", ATen's autograd (torch::autograd::grad over a
+//     re-run of the op), with CPU, CUDA and fake kernels like the op's, and its own backward
+//     "aten_backward2::<op>" (second derivatives), so gradgradcheck runs and the backward is
+//     captured.
 // The few ops whose ATen 1.13 argument list cannot take the host's arguments
 // (incompatible_with_host) are instead defined with ATen's own schema string: the host compares it
 // with its reference's and reports the difference as a load problem, leaving the op out.
@@ -66,7 +69,7 @@ bool incompatible_with_host(const std::string& op) {
 }
 
 OpcStatus register_ops(const OpcRegistrar* r) {
-  // Only the 1.0 members are used: a 1.0 host (a smaller registrar) is fine.
+  // The 1.0 members are needed; declare_backward_op (2.0) is used where the registrar has it.
   if (r == nullptr || r->version != OPC_PLUGIN_ABI_VERSION || !OPC_HAS_FIELD(r, OpcRegistrar, host_knows)) {
     return OPC_ABI_MISMATCH;
   }
@@ -103,17 +106,21 @@ OpcStatus register_ops(const OpcRegistrar* r) {
       if (status != OPC_OK) return status;
       // ATen's CUDA kernels, where this libtorch has them (PyTorch's CUDA builds; Debian's is
       // CPU-only): the same dispatcher call on device tensors, on the current (default) stream.
-      if (at::hasCUDA() && entry.handle.hasComputedKernelForDispatchKey(c10::DispatchKey::CUDA)) {
+      const bool cuda = at::hasCUDA() && entry.handle.hasComputedKernelForDispatchKey(c10::DispatchKey::CUDA);
+      if (cuda) {
         status = r->impl(r->host, full.c_str(), OPC_KERNEL_CUDA, &bridge::call_kernel, &entry);
         if (status != OPC_OK) return status;
       }
-      if (bridge::has_meta_kernel(entry.handle)) {
+      const bool meta = bridge::has_meta_kernel(entry.handle);
+      if (meta) {
         status = r->impl(r->host, full.c_str(), OPC_KERNEL_FAKE, &bridge::fake_kernel, &entry);
         if (status != OPC_OK) return status;
       }
       if (bridge::has_tensor_argument(entry.handle.schema()) && bridge::has_tensor_return(entry.handle.schema())) {
-        status = r->impl(r->host, full.c_str(), OPC_KERNEL_BACKWARD, &bridge::backward_kernel, &entry);
-        if (status != OPC_OK) return status;
+        // A backward the host cannot define (a schema it cannot derive one from) is that op's
+        // problem, which the host records: the op is still offered without it.
+        status = bridge::register_backward_ops(r, entry, cuda, meta);
+        if (status == OPC_OUT_OF_MEMORY) return status;
       }
     }
     return OPC_OK;

@@ -589,12 +589,18 @@ Tensor take_return_tensor(CallArena& arena, const OpcValue& v, size_t index, con
     } else if (base != nullptr && m->dl_tensor.ndim > 0 && m->dl_tensor.shape != nullptr &&
                std::find(m->dl_tensor.shape, m->dl_tensor.shape + m->dl_tensor.ndim, 0) !=
                    m->dl_tensor.shape + m->dl_tensor.ndim) {
-      // An empty view has no memory to place: it is made where its argument starts.
+      // An empty view reaches no memory, so none can be checked: it keeps the offset it gives from
+      // the argument's storage (ATen's slice of an empty tensor at start 1 has offset 1), read as
+      // numbers (the storage of an empty argument may have no address at all).
       const DLTensor& d = m->dl_tensor;
       std::vector<int64_t> shape(d.shape, d.shape + d.ndim);
+      const auto item = static_cast<int64_t>(base->itemsize());
+      const auto start = reinterpret_cast<uintptr_t>(base->storage() != nullptr ? base->storage()->data() : nullptr);
+      const int64_t bytes = static_cast<int64_t>(reinterpret_cast<uintptr_t>(d.data) + d.byte_offset - start);
+      const bool whole = bytes >= 0 && bytes % item == 0;
       t = base->as_strided(shape, d.strides != nullptr ? std::vector<int64_t>(d.strides, d.strides + d.ndim)
                                                        : contiguous_strides(shape),
-                           base->storage_offset());
+                           whole ? bytes / item : base->storage_offset());
     } else if (base != nullptr) {
       throw Error(ErrorCode::kDLPack, "it says it is a view of argument " + std::to_string(v.alias - 1) +
                                           ", but its memory does not lie inside that argument's");

@@ -40,6 +40,13 @@ std::string comparable_schema(const FunctionSchema& s) {
   return text;
 }
 
+// Tensor[], Tensor?[] or Tensor[]? (a backward operator's gradient list): the engine gives and takes
+// one gradient per element of such a value (Note [Tensor[] gradients]).
+bool is_tensor_list_type(const Type& type) {
+  const Type& present = type.is_optional() ? type.elem() : type;
+  return present.is_list() && present.is_tensor_like();
+}
+
 struct OpState {
   FunctionSchema schema;
   bool defined_from_reference = false;  // implemented by name, the schema taken from the reference
@@ -212,10 +219,9 @@ class PluginLibrary final : public LoadedLibrary {
       const Type& t = forward.returns[j].type;
       add(args, t.to_string() + " " + unique("result" + std::to_string(j)));
       if (t.is_tensor_like())
-        add(grads, std::string(t.is_list() ? "Tensor?[] " : "Tensor? ") + unique("grad" + std::to_string(j)));
+        add(grads, std::string(is_tensor_list_type(t) ? "Tensor?[] " : "Tensor? ") + unique("grad" + std::to_string(j)));
     }
-    for (const Argument& a : forward.arguments)
-      add(rets, a.type.is_list() && a.type.is_tensor_like() ? "Tensor[]?" : "Tensor?");
+    for (const Argument& a : forward.arguments) add(rets, is_tensor_list_type(a.type) ? "Tensor[]?" : "Tensor?");
     if (!grads.empty()) add(args, grads);
     return backward + "(" + args + ") -> (" + rets + ")";
   }
@@ -398,9 +404,9 @@ class PluginLibrary final : public LoadedLibrary {
     // gradients (Tensor[]?).
     site.returns.resize(schema.arguments.size());
     for (size_t i = 0; i < site.returns.size(); ++i) {
-      const Type& t = schema.arguments[i].type;
-      site.returns[i].type = t.is_list() && t.is_tensor_like() ? Type::optional(Type::list(Type::base(TypeKind::kTensor)))
-                                                               : Type::optional(Type::base(TypeKind::kTensor));
+      site.returns[i].type = is_tensor_list_type(schema.arguments[i].type)
+                                 ? Type::optional(Type::list(Type::base(TypeKind::kTensor)))
+                                 : Type::optional(Type::base(TypeKind::kTensor));
     }
     return detail::call_plugin_kernel(ops_.at(op).kernels.at(OPC_KERNEL_BACKWARD), site, args);
   }
@@ -415,18 +421,23 @@ class PluginLibrary final : public LoadedLibrary {
       const Type& type = state.schema.returns[j].type;
       if (!type.is_tensor_like()) continue;
       const IValue& returned = args.at(n + j);
-      if (!type.is_list()) {
+      // An integer output (max.dim's indices) has no gradient: the engine's zeros for it are None here,
+      // as PyTorch's formulas never see one.
+      auto gradient = [&](const Tensor& output) -> std::optional<Tensor> {
         const Tensor g = next < grads.size() ? grads[next] : Tensor();
         ++next;
-        args.push_back(g.defined() ? IValue(g) : IValue());
+        if (!g.defined() || (output.defined() && !is_floating(output.dtype()) && !is_complex(output.dtype())))
+          return std::nullopt;
+        return g;
+      };
+      if (!is_tensor_list_type(type)) {
+        const auto g = gradient(returned.is_tensor() ? returned.to_tensor() : Tensor());
+        args.push_back(g ? IValue(*g) : IValue());
         continue;
       }
       std::vector<std::optional<Tensor>> list;
-      const size_t count = returned.is_tensor_list() ? returned.to_tensor_list().size() : 0;
-      for (size_t e = 0; e < count; ++e, ++next) {
-        const Tensor g = next < grads.size() ? grads[next] : Tensor();
-        list.push_back(g.defined() ? std::optional<Tensor>(g) : std::nullopt);
-      }
+      if (returned.is_tensor_list())
+        for (const Tensor& output : returned.to_tensor_list()) list.push_back(gradient(output));
       args.push_back(IValue(std::move(list)));
     }
     Stack stack = std::move(args);
@@ -443,8 +454,7 @@ class PluginLibrary final : public LoadedLibrary {
                     " arguments");
     std::vector<Tensor> out;
     for (size_t i = 0; i < results.size(); ++i) {
-      const Type& t = schema.arguments[i].type;
-      if (!(t.is_list() && t.is_tensor_like())) {
+      if (!is_tensor_list_type(schema.arguments[i].type)) {
         out.push_back(results[i].is_none() ? Tensor() : results[i].to_tensor());
         continue;
       }

@@ -19,21 +19,25 @@
 //     host's deleter call drops it. A view of an argument is returned as such, over the argument's
 //     memory (the host, which owns that memory, must keep it alive as long as the view). A return
 //     that IS an argument (in-place and out= ops returning self/out) is written as the argument's
-//     own pointer;
+//     own pointer. Either way its OpcValue.alias names the argument (ABI 2): ATen's own answer
+//     (same StorageImpl), the only one a fake call has;
 //   - fake calls: arguments become meta tensors of the same sizes, strides, storage offset and
-//     dtype; returns are data-less descriptors (data NULL) of the meta result's sizes, strides and
-//     storage offset (as byte_offset).
+//     dtype (a symbolic size, ABI 2, is pinned to its value with ctx->sym_guard_int); returns are
+//     data-less descriptors (data NULL) of the meta result's sizes, strides and storage offset (as
+//     byte_offset).
 //
-// The backward formula re-runs the op under autograd on leaves over the host's memory (arguments
-// the op writes are cloned first, so the host's memory is never written) and asks
-// torch::autograd::grad for the gradients. Returns whose incoming gradient is all zeros are left
-// out, as PyTorch's engine leaves out outputs that do not reach the loss. A random op
-// (nondeterministic_seeded: native_dropout) replays its forward call's draw: the forward records
-// the CPU generator's state, keyed by its returned data.
+// The backward operators (register_backward_ops) re-run the op under autograd on leaves over the
+// host's memory (arguments the op writes are cloned first, so the host's memory is never written)
+// and ask torch::autograd::grad for the gradients. Returns whose incoming gradient is all zeros are
+// left out, as PyTorch's engine leaves out outputs that do not reach the loss. A random op
+// (nondeterministic_seeded) seeds ATen's generators from the call's seed (ABI 2), and its backward
+// replays its forward call's draw: the forward records the seed, keyed by its returned data.
 #include "torch_bridge.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <c10/core/GeneratorImpl.h>
 #include <c10/util/Logging.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/version.h>
@@ -155,8 +159,29 @@ DLDataType dl_dtype_of(at::ScalarType type) {
 
 // ---------------------------------------------------------------- tensors in
 
+// A size as a number: a symbolic size's handle (ABI 2 fake calls) becomes its value, pinned there by
+// a guard the host records (ATen 1.13's meta tensors have concrete sizes only; Note [Symbolic sizes
+// are pinned]). Any other value is returned as it is.
+int64_t concrete_size(int64_t v, const OpcCallContext* ctx, const std::string& what) {
+  if (!OPC_IS_SYM_HANDLE(v)) return v;
+  if (ctx == nullptr || !OPC_HAS_FIELD(ctx, OpcCallContext, sym_guard_int) || ctx->sym_guard_int == nullptr) {
+    fail(OPC_INVALID_ARGUMENT, what + " holds a symbolic size, and the host's call context has no sym_guard_int");
+  }
+  int64_t value = 0;
+  const OpcStatus status = ctx->sym_guard_int(ctx->host, v, &value);
+  if (status != OPC_OK) fail(status, what + ": the host's sym_guard_int refused a symbolic size");
+  return value;
+}
+
+// Note [Symbolic sizes are pinned]: a fake call of an ABI-2 host may pass symbolic sizes as
+// handles. The bridge makes ATen meta tensors from them, which take numbers, so each handle is
+// pinned to its value with ctx->sym_guard_int (the host's guard says the result holds at that
+// size only), as the host itself did for version 1. A real symbolic meta call (a c10::SymNodeImpl
+// calling ctx->sym_*, 2.x only) is not done.
+
 // The at::Tensor over a host tensor's memory (or, in a fake call, a meta tensor of its metadata).
-at::Tensor import_tensor(const OpcDLManagedTensorVersioned* managed, bool fake, const std::string& what) {
+at::Tensor import_tensor(const OpcDLManagedTensorVersioned* managed, bool fake, const std::string& what,
+                         const OpcCallContext* ctx) {
   if (managed == nullptr) fail(OPC_INVALID_ARGUMENT, what + " is a null tensor");
   if (managed->version.major != OPC_DLPACK_MAJOR_VERSION) {
     fail(OPC_ABI_MISMATCH, what + " is a DLPack " + std::to_string(managed->version.major) + ".x tensor (expected " +
@@ -175,10 +200,12 @@ at::Tensor import_tensor(const OpcDLManagedTensorVersioned* managed, bool fake, 
                                   ", which this libtorch has no kernels for (CPU" + (at::hasCUDA() ? " and CUDA)" : " only)"));
   }
   if (t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr)) fail(OPC_INVALID_ARGUMENT, what + " has a malformed shape");
-  const std::vector<int64_t> sizes(t.shape, t.shape + t.ndim);
+  std::vector<int64_t> sizes(t.shape, t.shape + t.ndim);
+  for (int64_t& size : sizes) size = concrete_size(size, ctx, what);
   std::vector<int64_t> strides;
   if (t.strides != nullptr) {
     strides.assign(t.strides, t.strides + t.ndim);
+    for (int64_t& stride : strides) stride = concrete_size(stride, ctx, what);
   } else {
     strides.assign(sizes.size(), 1);
     for (int64_t d = t.ndim - 2; d >= 0; --d) strides[d] = strides[d + 1] * std::max<int64_t>(sizes[d + 1], 1);
@@ -192,7 +219,8 @@ at::Tensor import_tensor(const OpcDLManagedTensorVersioned* managed, bool fake, 
     if (sizes[d] > 0) last += (sizes[d] - 1) * strides[d];
   }
   const int64_t extent = numel == 0 ? 0 : (last + 1) * item;
-  const int64_t byte_offset = static_cast<int64_t>(t.byte_offset);
+  const int64_t byte_offset = concrete_size(static_cast<int64_t>(t.byte_offset), ctx, what);
+  if (byte_offset < 0) fail(OPC_INVALID_ARGUMENT, what + " has a negative byte_offset");
   // The host's storage starts at `data`; a byte offset of whole elements is its storage offset.
   const bool whole = byte_offset % item == 0;
   const int64_t storage_offset = whole ? byte_offset / item : 0;
@@ -283,12 +311,24 @@ OpcDLManagedTensorVersioned* export_meta(const at::Tensor& t) {
 
 // ---------------------------------------------------------------- arguments
 
-// The tensors of one call's arguments: to recognise a return that is an argument.
+// One tensor the call imported: to recognise a return that is an argument or a view of one. It is
+// held until the call ends: a TensorImpl or StorageImpl freed earlier (a gradient left out) could
+// be reused at the same address by a result, which would then pass for that argument.
+struct Input {
+  at::Tensor tensor;
+  const c10::TensorImpl* impl;
+  const c10::StorageImpl* storage;  // its own: import_tensor makes one per tensor
+  OpcDLManagedTensorVersioned* managed;
+  int64_t arg;  // schema index of the argument holding it
+};
+
+// The tensors of one call's arguments; `arg` is the argument being imported.
 struct CallState {
   const OpcCallContext* ctx;
   const OpEntry& entry;
   bool fake;
-  std::vector<std::pair<const c10::TensorImpl*, OpcDLManagedTensorVersioned*>> inputs;
+  std::vector<Input> inputs;
+  int64_t arg = 0;
 };
 
 const char* tag_name(OpcTag tag) {
@@ -314,15 +354,17 @@ const char* tag_name(OpcTag tag) {
 at::Tensor tensor_arg(const OpcValue& v, const c10::Type& type, const std::string& what, CallState& call) {
   const std::string& label = call.entry.label;
   if (v.tag != OPC_TAG_TENSOR) type_mismatch(what, type, v, label);
-  at::Tensor t = import_tensor(v.u.tensor, call.fake, what);
-  call.inputs.emplace_back(t.unsafeGetTensorImpl(), v.u.tensor);
+  at::Tensor t = import_tensor(v.u.tensor, call.fake, what, call.ctx);
+  call.inputs.push_back({t, t.unsafeGetTensorImpl(), t.storage().unsafeGetStorageImpl(), v.u.tensor, call.arg});
   return t;
 }
 
-int64_t int_arg(const OpcValue& v, const c10::Type& type, const std::string& what, const std::string& label) {
-  if (v.tag == OPC_TAG_INT) return v.u.i;
+// An int (a SymInt in a fake call may be a handle: pinned, Note [Symbolic sizes are pinned]; in a
+// real call every size is concrete and a value in the handles' range is an ordinary int).
+int64_t int_arg(const OpcValue& v, const c10::Type& type, const std::string& what, const CallState& call) {
+  if (v.tag == OPC_TAG_INT) return call.fake ? concrete_size(v.u.i, call.ctx, what) : v.u.i;
   if (v.tag == OPC_TAG_BOOL) return v.u.b != 0;
-  type_mismatch(what, type, v, label);
+  type_mismatch(what, type, v, call.entry.label);
 }
 
 double float_arg(const OpcValue& v, const c10::Type& type, const std::string& what, const std::string& label) {
@@ -369,7 +411,7 @@ c10::IValue to_ivalue(const OpcValue& v, const c10::TypePtr& type, c10::optional
     case TypeKind::SymIntType:
     case TypeKind::ScalarTypeType:
     case TypeKind::LayoutType:
-    case TypeKind::MemoryFormatType: return c10::IValue(int_arg(v, *type, what, label));
+    case TypeKind::MemoryFormatType: return c10::IValue(int_arg(v, *type, what, call));
     case TypeKind::FloatType: return c10::IValue(float_arg(v, *type, what, label));
     case TypeKind::BoolType: return c10::IValue(bool_arg(v, *type, what, label));
     case TypeKind::ComplexType:
@@ -415,7 +457,7 @@ c10::IValue to_ivalue(const OpcValue& v, const c10::TypePtr& type, c10::optional
         case TypeKind::SymIntType: {
           c10::List<int64_t> list;
           list.reserve(static_cast<size_t>(size));
-          for (int64_t i = 0; i < size; ++i) list.push_back(int_arg(items[i], *element, item_what(i), label));
+          for (int64_t i = 0; i < size; ++i) list.push_back(int_arg(items[i], *element, item_what(i), call));
           return c10::IValue(std::move(list));
         }
         case TypeKind::FloatType: {
@@ -472,6 +514,7 @@ torch::jit::Stack make_stack(const OpEntry& entry, const OpcValue* args, int64_t
   stack.reserve(arguments.size());
   for (size_t i = 0; i < arguments.size(); ++i) {
     const c10::Argument& a = arguments[i];
+    call.arg = static_cast<int64_t>(i);
     stack.push_back(to_ivalue(args[i], a.type(), a.N(), "argument '" + a.name() + "'", call));
   }
   return stack;
@@ -485,13 +528,39 @@ char* host_alloc(const CallState& call, size_t bytes) {
   return static_cast<char*>(p);
 }
 
-OpcDLManagedTensorVersioned* tensor_out(const at::Tensor& t, const CallState& call) {
-  for (const auto& [impl, managed] : call.inputs) {
-    if (impl == t.unsafeGetTensorImpl()) return managed;  // in-place / out=: the argument itself
+// The argument a returned tensor shares its StorageImpl with (a view of it, or the argument
+// itself): -1 when none. Every imported tensor has its own StorageImpl, so this names exactly one.
+int64_t aliased_argument(const at::Tensor& t, const CallState& call) {
+  if (!t.has_storage()) return -1;
+  const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  for (const Input& input : call.inputs)
+    if (input.storage == storage) return input.arg;
+  return -1;
+}
+
+// A returned tensor: the argument's own pointer for a return that is an argument (in-place / out=),
+// else an export; alias names the argument it is (a view of), in real and fake calls alike.
+void tensor_out(at::Tensor t, OpcValue& out, const CallState& call) {
+  out.tag = OPC_TAG_TENSOR;
+  for (const Input& input : call.inputs) {
+    if (input.impl == t.unsafeGetTensorImpl()) {
+      out.u.tensor = input.managed;
+      out.alias = OPC_ALIAS_OF(input.arg);
+      return;
+    }
   }
-  if (!call.fake) return export_tensor(t);
+  // Lazy conjugate/negative bits are resolved into new memory (no longer a view) before asking;
+  // an efficient zero tensor (ATen's derivative of a constant) has no memory and is made real.
+  if (t.is_conj() || t.is_neg()) t = t.resolve_conj().resolve_neg();
+  if (t._is_zerotensor()) t = at::zeros(t.sizes(), t.options());
+  const int64_t arg = aliased_argument(t, call);
+  if (arg >= 0) out.alias = OPC_ALIAS_OF(arg);
+  if (!call.fake) {
+    out.u.tensor = export_tensor(t);
+    return;
+  }
   if (!t.is_meta()) fail(OPC_ERROR, "ATen's meta kernel returned a tensor on " + t.device().str());
-  return export_meta(t);
+  out.u.tensor = export_meta(t);
 }
 
 // One return value. On failure, what was already written is released by free_returns.
@@ -505,8 +574,7 @@ void from_ivalue(const c10::IValue& iv, OpcValue& out, const CallState& call) {
       out.tag = OPC_TAG_NONE;
       return;
     }
-    out.u.tensor = tensor_out(t, call);
-    out.tag = OPC_TAG_TENSOR;
+    tensor_out(t, out, call);
   } else if (iv.isInt()) {
     out.tag = OPC_TAG_INT;
     out.u.i = iv.toInt();
@@ -548,7 +616,7 @@ void from_ivalue(const c10::IValue& iv, OpcValue& out, const CallState& call) {
 void free_value(OpcValue& v, const CallState& call) {
   if (v.tag == OPC_TAG_TENSOR && v.u.tensor != nullptr) {
     bool is_argument = false;
-    for (const auto& input : call.inputs) is_argument = is_argument || input.second == v.u.tensor;
+    for (const Input& input : call.inputs) is_argument = is_argument || input.managed == v.u.tensor;
     if (!is_argument && v.u.tensor->deleter != nullptr) v.u.tensor->deleter(v.u.tensor);
   } else if (v.tag == OPC_TAG_LIST) {
     for (int64_t i = 0; i < v.u.list.size; ++i) free_value(v.u.list.items[i], call);
@@ -574,15 +642,23 @@ void write_returns(const torch::jit::Stack& stack, OpcValue* returns, int64_t nu
 
 // ---------------------------------------------------------------- random ops
 
-// The backward formula re-runs the op under autograd; for an op that draws random numbers
-// (native_dropout) the re-run must draw what the forward call drew. The forward call of such an
-// op records the CPU generator's state from before the call, keyed by the address of its first
-// returned tensor's data; the backward, which receives the forward's returns, finds it and replays
-// the draw. Only the most recent calls are kept. (A random op running on another thread while
-// the state is swapped in would draw from it: the replay assumes one random call at a time.)
+// Note [Seeded random ops]: a random op (nondeterministic_seeded) draws from ATen's default
+// generators, which the bridge seeds before each real call from the call's seed and offset (ABI 2:
+// ctx->seed, ctx->offset), so one seed gives the same values. The two are folded into one 64-bit
+// seed (splitmix64), given to the CPU generator and, for a call on a CUDA device, to that device's
+// generator with set_current_seed (in 1.13 and 2.x, which also starts CUDA's Philox offset at 0:
+// no 2.x-only set_offset, and no need for an offset that is a multiple of 4). A host whose call
+// context has no seed gets a fresh nondeterministic one.
+//
+// The backward operators re-run the op under autograd, and that re-run must draw what the forward
+// call drew (native_dropout's mask): the forward call records its seed keyed by the address of its
+// first returned tensor's data; the backward, which receives the forward's returns, finds it and
+// seeds again. Only the most recent calls are kept. (A random op running on another thread between
+// the seeding and the draw would change the draw: one random call at a time, as in opconform's
+// workers.)
 struct SeedRecord {
   const void* key;
-  at::Tensor state;
+  uint64_t seed;
 };
 
 std::mutex& seed_mutex() {
@@ -593,18 +669,48 @@ std::deque<SeedRecord>& seed_records() {
   static std::deque<SeedRecord> records;
   return records;
 }
-constexpr size_t kMaxSeedRecords = 2048;  // about 5 KB each
+constexpr size_t kMaxSeedRecords = 4096;
 
-at::Tensor generator_state() {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
 }
 
-void set_generator_state(const at::Tensor& state) {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
+uint64_t call_seed(const OpcCallContext* ctx) {
+  if (OPC_HAS_FIELD(ctx, OpcCallContext, offset)) return splitmix64(ctx->seed ^ splitmix64(ctx->offset));
+  return c10::detail::getNonDeterministicRandom();
+}
+
+// The CUDA device of a call: its first CUDA tensor's or CUDA device argument's.
+c10::optional<c10::Device> cuda_device_of(const torch::jit::Stack& stack) {
+  auto cuda = [](const c10::IValue& iv) -> c10::optional<c10::Device> {
+    if (iv.isTensor() && iv.toTensor().defined() && iv.toTensor().is_cuda()) return iv.toTensor().device();
+    if (iv.isDevice() && iv.toDevice().is_cuda()) return iv.toDevice();
+    return c10::nullopt;
+  };
+  for (const c10::IValue& iv : stack) {
+    if (auto device = cuda(iv)) return device;
+    if (!iv.isList()) continue;
+    const c10::List<c10::IValue> list = iv.toList();
+    for (size_t k = 0; k < list.size(); ++k)
+      if (auto device = cuda(list.get(k))) return device;
+  }
+  return c10::nullopt;
+}
+
+void seed_generator(at::Generator gen, uint64_t seed) {
+  std::lock_guard<std::mutex> lock(gen.mutex());  // ATen's Note [Acquire lock when using random generators]
+  gen.set_current_seed(seed);
+}
+
+// Seeds the CPU generator, and the call's CUDA device's when it has one (a CUDA libtorch).
+void seed_generators(uint64_t seed, const torch::jit::Stack& stack) {
+  seed_generator(at::detail::getDefaultCPUGenerator(), seed);
+  if (!at::hasCUDA()) return;
+  if (const c10::optional<c10::Device> device = cuda_device_of(stack))
+    seed_generator(at::globalContext().defaultGenerator(*device), seed);
 }
 
 const void* data_key(const OpcValue& v) {
@@ -612,56 +718,61 @@ const void* data_key(const OpcValue& v) {
   return static_cast<const char*>(v.u.tensor->dl_tensor.data) + v.u.tensor->dl_tensor.byte_offset;
 }
 
-void record_seed(const OpcValue* returns, int64_t num_returns, const at::Tensor& state) {
+void record_seed(const OpcValue* returns, int64_t num_returns, uint64_t seed) {
   for (int64_t i = 0; i < num_returns; ++i) {
     if (const void* key = data_key(returns[i])) {
       std::lock_guard<std::mutex> lock(seed_mutex());
       auto& records = seed_records();
-      records.push_back({key, state});
+      records.push_back({key, seed});
       if (records.size() > kMaxSeedRecords) records.pop_front();
       return;
     }
   }
 }
 
-// The generator state recorded for the forward call whose returns these are: nullopt when none was
-// recorded; an undefined tensor when the returns hold no data (empty: nothing was drawn that matters).
-std::optional<at::Tensor> find_seed(const OpcValue* returns, int64_t num_returns) {
+// The seed recorded for the forward call whose returns these are; nullopt when the returns hold
+// no data (empty: nothing drawn matters). Fails when none was recorded.
+std::optional<uint64_t> find_seed(const OpcValue* returns, int64_t num_returns) {
   std::lock_guard<std::mutex> lock(seed_mutex());
   const auto& records = seed_records();
   for (int64_t i = 0; i < num_returns; ++i) {
     if (const void* key = data_key(returns[i])) {
       for (auto it = records.rbegin(); it != records.rend(); ++it)
-        if (it->key == key) return it->state;
-      return std::nullopt;
+        if (it->key == key) return it->seed;
+      fail(OPC_NOT_IMPLEMENTED, "the backward of a random op needs the seed of its forward call, and none was "
+                                "recorded for these returns (was the forward run by this plugin?)");
     }
   }
-  return at::Tensor();
+  return std::nullopt;
 }
 
 // ---------------------------------------------------------------- the kernels
 
-// OPC_KERNEL_CPU and OPC_KERNEL_FAKE: the op through the dispatcher.
+// OPC_KERNEL_CPU/CUDA and OPC_KERNEL_FAKE: the op through the dispatcher.
 OpcStatus call_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns,
                       int64_t num_returns, void* user_data, bool fake) {
   const OpEntry* entry = static_cast<const OpEntry*>(user_data);
   return guarded(ctx, entry, [&] {
     CallState call{ctx, *entry, fake, {}};
     torch::jit::Stack stack = make_stack(*entry, args, num_args, call);
-    const at::Tensor seed = entry->seeded && !fake ? generator_state() : at::Tensor();
+    const bool seeded = entry->seeded && !fake;
+    const uint64_t seed = seeded ? call_seed(ctx) : 0;
+    if (seeded) seed_generators(seed, stack);
     {
-      // Note [The forward call skips autograd]: the host runs its own autograd (or asks for the
-      // plugin's backward, which re-runs the op with grad), so the forward call needs no graph
-      // and no version counters. InferenceMode takes the Autograd and ADInplaceOrView layers out
-      // of ATen's dispatch (NoGradGuard still ran them): measured on the ATen check, ATen's
+      // Note [The forward call skips autograd]: the host runs its own autograd (or calls the
+      // plugin's backward operator, which re-runs the op with grad), so the forward call needs no
+      // graph and no version counters. InferenceMode takes the Autograd and ADInplaceOrView layers
+      // out of ATen's dispatch (NoGradGuard still ran them): measured on the ATen check, ATen's
       // dispatcher was 9% of all CPU, a quarter of the time inside the plugin's calls.
       c10::InferenceMode no_autograd;
       entry->handle.callBoxed(stack);
     }
     write_returns(stack, returns, num_returns, call, *entry);
-    if (seed.defined()) record_seed(returns, num_returns, seed);
+    if (seeded) record_seed(returns, num_returns, seed);
   });
 }
+
+// ---------------------------------------------------------------- backward operators
 
 bool differentiable(at::ScalarType t) { return at::isFloatingType(t) || at::isComplexType(t); }
 
@@ -707,38 +818,16 @@ Leaves make_leaves(const c10::FunctionSchema& schema, torch::jit::Stack& stack, 
   return leaves;
 }
 
-// The op re-run under autograd; a random op replays its forward call's draw (see "random ops").
-void rerun_with_grad(const OpEntry& entry, torch::jit::Stack& stack, const OpcValue* forward_returns, int64_t r) {
-  at::Tensor replay;
-  if (entry.seeded) {
-    std::optional<at::Tensor> found = find_seed(forward_returns, r);
-    if (!found) {
-      fail(OPC_NOT_IMPLEMENTED, "the backward of a random op needs the generator state of its forward call, and none "
-                                "was recorded for these returns (was the forward run by this plugin?)");
-    }
-    replay = *found;
+// The op re-run under autograd; a random op draws again what its forward call drew (Note [Seeded
+// random ops]; a fake call draws nothing).
+void rerun_with_grad(const OpEntry& entry, torch::jit::Stack& stack, const OpcValue* forward_returns, int64_t r,
+                     bool fake) {
+  if (entry.seeded && !fake) {
+    if (const std::optional<uint64_t> seed = find_seed(forward_returns, r)) seed_generators(*seed, stack);
   }
   at::AutoGradMode enable(true);
-  if (!replay.defined()) {
-    entry.handle.callBoxed(stack);
-    return;
-  }
-  const at::Tensor current = generator_state();
-  set_generator_state(replay);
-  try {
-    entry.handle.callBoxed(stack);
-  } catch (...) {
-    set_generator_state(current);
-    throw;
-  }
-  set_generator_state(current);
+  entry.handle.callBoxed(stack);
 }
-
-// Each differentiable tensor output of the re-run paired with its incoming gradient.
-struct OutputGrads {
-  std::vector<at::Tensor> outputs;
-  std::vector<at::Tensor> grads;
-};
 
 // Whether every element is zero (-0.0 counts, NaN does not: as `!t.ne(0).any()`). A CPU tensor of
 // a (non-float8) floating or complex dtype is read in place: the three ATen calls (ne, any, item) for every
@@ -757,66 +846,265 @@ bool all_zero(const at::Tensor& t) {
   return zero;
 }
 
-OutputGrads pair_outputs(const torch::jit::Stack& stack, const OpcValue* incoming, int64_t num_tensor_returns) {
-  OutputGrads paired;
-  // A gradient that is all zeros is left out, as PyTorch's engine leaves out the gradients of
-  // outputs that do not reach the loss (undefined, not zeros): some formulas take another path
-  // when such a gradient is defined (native_group_norm's double-backward form), with the same
-  // value when it is zero.
-  auto pair = [&](const at::Tensor& out, const OpcValue& g, const std::string& what) {
+// A return that gets a gradient argument in the backward op's schema: Tensor, Tensor?, Tensor[], Tensor?[].
+bool has_gradient(const c10::TypePtr& t) {
+  if (holds_tensor(t)) return true;
+  if (t->kind() != c10::TypeKind::ListType) return false;
+  const c10::TypePtr& element = t->castRaw<c10::ListType>()->getElementType();
+  return element->kind() == c10::TypeKind::OptionalType &&
+         element->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType;
+}
+
+// The forward schema's counts: arguments, returns, gradients (returns with has_gradient).
+struct Layout {
+  int64_t n = 0, r = 0, g = 0;
+};
+
+Layout layout_of(const c10::FunctionSchema& schema) {
+  Layout l;
+  l.n = static_cast<int64_t>(schema.arguments().size());
+  l.r = static_cast<int64_t>(schema.returns().size());
+  for (const auto& ret : schema.returns()) l.g += has_gradient(ret.type()) ? 1 : 0;
+  return l;
+}
+
+// Differentiable outputs of the re-run paired with their incoming gradients. slot_of: per gradient
+// argument, which pair each of its values became (-1: none; a list gradient has one per item).
+struct Incoming {
+  std::vector<at::Tensor> outputs;
+  std::vector<at::Tensor> grads;
+  std::vector<std::vector<int64_t>> slot_of;
+};
+
+// The gradients arrive one per return with has_gradient, from argument `first_arg` on (a Tensor[]
+// return's as one list). With `as_leaves` (the second derivative) they become leaves requiring
+// grad, and an all-zero one is kept: the derivative with respect to it is not zero.
+Incoming pair_outputs(const c10::FunctionSchema& schema, const torch::jit::Stack& outs, const OpcValue* grads,
+                      int64_t first_arg, CallState& call, bool as_leaves) {
+  const auto& returns = schema.returns();
+  if (outs.size() != returns.size()) fail(OPC_ERROR, "the re-run of the op returned another number of values");
+  Incoming in;
+  auto pair = [&](const at::Tensor& out, const OpcValue& g, const std::string& what, std::vector<int64_t>& slots) {
+    slots.push_back(-1);
     if (g.tag == OPC_TAG_NONE || !out.defined() || !out.requires_grad()) return;
-    at::Tensor grad = import_tensor(g.tag == OPC_TAG_TENSOR ? g.u.tensor : nullptr, false, what);
-    if (grad.numel() > 0 && all_zero(grad)) return;
-    paired.outputs.push_back(out);
-    paired.grads.push_back(grad);
+    at::Tensor grad = tensor_arg(g, *c10::TensorType::get(), what, call);
+    // A gradient that is all zeros is left out, as PyTorch's engine leaves out the gradients of
+    // outputs that do not reach the loss (undefined, not zeros): some formulas take another path
+    // when such a gradient is defined (native_group_norm's double-backward form), with the same
+    // value when it is zero. A fake call has no values to look at.
+    if (!as_leaves && !call.fake && grad.numel() > 0 && all_zero(grad)) return;
+    if (as_leaves) grad = grad.detach().requires_grad_(true);
+    slots.back() = static_cast<int64_t>(in.grads.size());
+    in.outputs.push_back(out);
+    in.grads.push_back(grad);
   };
-  // The gradients come one per returned tensor, a Tensor[] return's items one by one (or, from
-  // a host that keeps them together, as one list).
-  int64_t next_grad = 0;
-  for (size_t k = 0; k < stack.size() && next_grad < num_tensor_returns; ++k) {
-    const c10::IValue& out = stack[k];
-    if (out.isTensor()) {
-      pair(out.toTensor(), incoming[next_grad], "gradient " + std::to_string(next_grad));
-      ++next_grad;
-    } else if (out.isTensorList()) {
-      const c10::List<at::Tensor> list = out.toTensorList();
-      if (incoming[next_grad].tag == OPC_TAG_LIST) {
-        const OpcValue& g = incoming[next_grad];
-        for (size_t j = 0; j < list.size() && static_cast<int64_t>(j) < g.u.list.size; ++j) {
-          pair(list.get(j), g.u.list.items[j], "gradient " + std::to_string(next_grad) + "[" + std::to_string(j) + "]");
-        }
-        ++next_grad;
-      } else {
-        for (size_t j = 0; j < list.size() && next_grad < num_tensor_returns; ++j, ++next_grad) {
-          pair(list.get(j), incoming[next_grad], "gradient " + std::to_string(next_grad));
-        }
-      }
+  int64_t k = 0;
+  for (size_t j = 0; j < returns.size(); ++j) {
+    if (!has_gradient(returns[j].type())) continue;
+    call.arg = first_arg + k;
+    const OpcValue& g = grads[k++];
+    const std::string what = "argument " + std::to_string(call.arg) + " (the gradient of return " + std::to_string(j) + ")";
+    std::vector<int64_t>& slots = in.slot_of.emplace_back();
+    const c10::IValue& out = outs[j];
+    if (!out.isList()) {
+      pair(out.isTensor() ? out.toTensor() : at::Tensor(), g, what, slots);
+      continue;
+    }
+    if (g.tag == OPC_TAG_NONE) continue;
+    if (g.tag != OPC_TAG_LIST || (g.u.list.size > 0 && g.u.list.items == nullptr))
+      type_mismatch(what, *returns[j].type(), g, call.entry.label);
+    const c10::List<c10::IValue> list = out.toList();
+    for (int64_t i = 0; i < g.u.list.size; ++i) {
+      const c10::IValue item = static_cast<size_t>(i) < list.size() ? list.get(static_cast<size_t>(i)) : c10::IValue();
+      pair(item.isTensor() ? item.toTensor() : at::Tensor(), g.u.list.items[i], what + "[" + std::to_string(i) + "]",
+           slots);
     }
   }
-  return paired;
+  return in;
 }
+
+// One returned gradient from its slots (indices into `grads`, -1: none): a tensor or None, or for
+// a list argument a list of them (None when it has no slots).
+c10::IValue gradient_value(const std::vector<int64_t>& slots, bool list, const std::vector<at::Tensor>& grads) {
+  auto grad = [&](int64_t s) {
+    return s < 0 || !grads[static_cast<size_t>(s)].defined() ? c10::optional<at::Tensor>()
+                                                              : c10::optional<at::Tensor>(grads[static_cast<size_t>(s)]);
+  };
+  if (slots.empty()) return c10::IValue();
+  if (!list) {
+    const c10::optional<at::Tensor> g = grad(slots[0]);
+    return g ? c10::IValue(*g) : c10::IValue();
+  }
+  c10::List<c10::optional<at::Tensor>> items;
+  for (int64_t s : slots) items.push_back(grad(s));
+  return c10::IValue(std::move(items));
+}
+
+bool is_list(const c10::TypePtr& t) { return t->kind() == c10::TypeKind::ListType; }
 
 // One gradient (or None) per schema argument; a Tensor[] argument gets a list.
 torch::jit::Stack gradient_stack(const c10::FunctionSchema& schema, const Leaves& leaves,
                                  const std::vector<at::Tensor>& leaf_grads, int64_t n) {
   torch::jit::Stack result;
   for (int64_t i = 0; i < n; ++i) {
-    const auto& slots = leaves.leaf_of[static_cast<size_t>(i)];
-    if (slots.empty()) {
-      result.emplace_back();
-    } else if (schema.arguments()[static_cast<size_t>(i)].type()->kind() == c10::TypeKind::ListType) {
-      c10::List<c10::optional<at::Tensor>> list;
-      for (int64_t s : slots) {
-        list.push_back(s < 0 ? c10::optional<at::Tensor>()
-                             : c10::optional<at::Tensor>(leaf_grads[static_cast<size_t>(s)]));
-      }
-      result.emplace_back(std::move(list));
-    } else {
-      const int64_t s = slots[0];
-      result.emplace_back(s < 0 ? c10::IValue() : c10::IValue(leaf_grads[static_cast<size_t>(s)]));
-    }
+    result.push_back(gradient_value(leaves.leaf_of[static_cast<size_t>(i)],
+                                    is_list(schema.arguments()[static_cast<size_t>(i)].type()), leaf_grads));
   }
   return result;
+}
+
+// A gradient sharing memory with an argument of the call (add's gradient IS its incoming gradient)
+// is copied: a backward operator's schema has no alias annotations.
+void unalias(torch::jit::Stack& result, const CallState& call) {
+  auto owned = [&](const at::Tensor& t) { return t.defined() && aliased_argument(t, call) >= 0 ? t.clone() : t; };
+  for (c10::IValue& iv : result) {
+    if (iv.isTensor()) {
+      iv = c10::IValue(owned(iv.toTensor()));
+    } else if (iv.isList()) {
+      c10::List<c10::IValue> list = iv.toList();  // shares the list's items
+      for (size_t k = 0; k < list.size(); ++k)
+        if (list.get(k).isTensor()) list.set(k, c10::IValue(owned(list.get(k).toTensor())));
+    }
+  }
+}
+
+// torch::autograd::grad, allow_unused, keeping the graph when making one. (A derivative ATen 1.13
+// does not have and a failing formula both surface from its engine as std::runtime_error: no type
+// tells them apart, so both stay errors.)
+std::vector<at::Tensor> autograd_grad(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                                      const std::vector<at::Tensor>& grads, bool create_graph) {
+  return torch::autograd::grad(outputs, inputs, grads, /*retain_graph=*/create_graph, create_graph,
+                               /*allow_unused=*/true);
+}
+
+void expect_counts(const OpEntry& entry, int64_t num_args, int64_t want_args, int64_t num_returns,
+                   int64_t want_returns) {
+  if (num_args == want_args && num_returns == want_returns) return;
+  fail(OPC_NOT_IMPLEMENTED, "the host passed " + std::to_string(num_args) + " arguments for " +
+                                std::to_string(num_returns) + " returns, but " + entry.name + " of " + entry.label +
+                                "'s schema (" + entry.schema_string + ") takes " + std::to_string(want_args) +
+                                " for " + std::to_string(want_returns) + ": the host derived another schema");
+}
+
+// "<ns>_backward::<op>": [the op's arguments, its returns, one gradient per return with
+// has_gradient] -> one gradient (or None) per op argument. The op is re-run under autograd on
+// leaves over the host's memory and torch::autograd::grad gives the gradients.
+void first_derivative(const OpEntry& entry, const OpcValue* args, int64_t num_args, OpcValue* returns,
+                      int64_t num_returns, CallState& call) {
+  const c10::FunctionSchema& schema = entry.handle.schema();
+  const Layout l = layout_of(schema);
+  expect_counts(entry, num_args, l.n + l.r + l.g, num_returns, l.n);
+  torch::jit::Stack stack = make_stack(entry, args, l.n, call);
+  const Leaves leaves = make_leaves(schema, stack, l.n);
+  std::vector<at::Tensor> leaf_grads(leaves.tensors.size());
+  if (!leaves.tensors.empty()) {
+    rerun_with_grad(entry, stack, args + l.n, l.r, call.fake);
+    const Incoming in = pair_outputs(schema, stack, args + l.n + l.r, l.n + l.r, call, /*as_leaves=*/false);
+    if (!in.outputs.empty()) leaf_grads = autograd_grad(in.outputs, leaves.tensors, in.grads, /*create_graph=*/false);
+  }
+  torch::jit::Stack result = gradient_stack(schema, leaves, leaf_grads, l.n);
+  unalias(result, call);
+  write_returns(result, returns, num_returns, call, entry);
+}
+
+// The first derivatives (per op argument, `first` indexed by leaf) that depend on a leaf, paired
+// with their incoming gradients `gg` (one per op argument, a list for a list argument).
+Incoming pair_first_derivatives(const Leaves& leaves, const std::vector<at::Tensor>& first, const OpcValue* gg,
+                                int64_t first_arg, CallState& call) {
+  Incoming pairs;
+  for (size_t i = 0; i < leaves.leaf_of.size(); ++i) {
+    const std::vector<int64_t>& slots = leaves.leaf_of[i];
+    const OpcValue& g = gg[i];
+    if (slots.empty() || g.tag == OPC_TAG_NONE) continue;
+    call.arg = first_arg + static_cast<int64_t>(i);
+    const std::string what = "argument " + std::to_string(call.arg);
+    const bool list = g.tag == OPC_TAG_LIST;
+    if (list && g.u.list.size > 0 && g.u.list.items == nullptr) fail(OPC_INVALID_ARGUMENT, what + " is a list without items");
+    for (size_t k = 0; k < slots.size(); ++k) {
+      const OpcValue* item = list ? (static_cast<int64_t>(k) < g.u.list.size ? &g.u.list.items[k] : nullptr)
+                                  : (k == 0 ? &g : nullptr);
+      if (slots[k] < 0 || item == nullptr || item->tag == OPC_TAG_NONE) continue;
+      const at::Tensor& f = first[static_cast<size_t>(slots[k])];
+      if (!f.defined() || !f.requires_grad()) continue;  // constant in every leaf
+      pairs.outputs.push_back(f);
+      pairs.grads.push_back(tensor_arg(*item, *c10::TensorType::get(), what, call));
+    }
+  }
+  return pairs;
+}
+
+// "<ns>_backward2::<op>", the backward operator's backward: [the backward op's arguments (the op's
+// arguments, its returns, their gradients), its returns (one gradient per op argument), one
+// gradient for each of those] -> one value per backward-op argument. The op is re-run under
+// autograd with leaves for its arguments and for the incoming gradients, the first derivative is
+// taken with a graph and differentiated again. The op's returns get None: the re-run recomputes
+// them from the arguments, so their part of the total derivative flows through the arguments'.
+// This op has no backward of its own: a third derivative is not offered.
+void second_derivative(const OpEntry& entry, const OpcValue* args, int64_t num_args, OpcValue* returns,
+                       int64_t num_returns, CallState& call) {
+  const c10::FunctionSchema& schema = entry.handle.schema();
+  const Layout l = layout_of(schema);
+  const int64_t m = l.n + l.r + l.g;  // the backward op's arguments
+  expect_counts(entry, num_args, m + 2 * l.n, num_returns, m);
+  torch::jit::Stack stack = make_stack(entry, args, l.n, call);
+  const Leaves leaves = make_leaves(schema, stack, l.n);
+  torch::jit::Stack result;
+  if (leaves.tensors.empty()) {
+    result.resize(static_cast<size_t>(m));
+    write_returns(result, returns, num_returns, call, entry);
+    return;
+  }
+  rerun_with_grad(entry, stack, args + l.n, l.r, call.fake);
+  const Incoming in = pair_outputs(schema, stack, args + l.n + l.r, l.n + l.r, call, /*as_leaves=*/true);
+  std::vector<at::Tensor> first(leaves.tensors.size());
+  if (!in.outputs.empty()) first = autograd_grad(in.outputs, leaves.tensors, in.grads, /*create_graph=*/true);
+  const Incoming twice = pair_first_derivatives(leaves, first, args + m + l.n, m + l.n, call);
+  std::vector<at::Tensor> inputs = leaves.tensors;
+  inputs.insert(inputs.end(), in.grads.begin(), in.grads.end());
+  std::vector<at::Tensor> second(inputs.size());
+  if (!twice.outputs.empty()) second = autograd_grad(twice.outputs, inputs, twice.grads, /*create_graph=*/false);
+  const auto split = second.begin() + static_cast<std::ptrdiff_t>(leaves.tensors.size());
+  result = gradient_stack(schema, leaves, std::vector<at::Tensor>(second.begin(), split), l.n);
+  result.resize(static_cast<size_t>(l.n + l.r));  // the op's returns: None
+  const std::vector<at::Tensor> grad_grads(split, second.end());
+  size_t k = 0;
+  for (const auto& ret : schema.returns())
+    if (has_gradient(ret.type())) result.push_back(gradient_value(in.slot_of[k++], is_list(ret.type()), grad_grads));
+  unalias(result, call);
+  write_returns(result, returns, num_returns, call, entry);
+}
+
+// The backward operators' kernels (user_data: the entry of order 1 or 2). A fake call runs ATen's
+// autograd on meta tensors; where ATen cannot (a formula that reads values, a derivative without a
+// meta kernel), the backward is reported unsupported and the host says it is not captured.
+OpcStatus derivative_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns,
+                            int64_t num_returns, void* user_data, bool fake) {
+  const OpEntry* entry = static_cast<const OpEntry*>(user_data);
+  return guarded(ctx, entry, [&] {
+    CallState call{ctx, *entry, fake, {}};
+    at::AutoGradMode enable(true);
+    try {
+      if (entry->derivative == 2) {
+        second_derivative(*entry, args, num_args, returns, num_returns, call);
+      } else {
+        first_derivative(*entry, args, num_args, returns, num_returns, call);
+      }
+    } catch (const c10::Error& e) {
+      if (!fake) throw;
+      fail(OPC_NOT_IMPLEMENTED, entry->label + "'s autograd cannot run this backward on meta tensors: " +
+                                    first_line(e.what_without_backtrace()));
+    }
+  });
+}
+
+OpcStatus derivative_call_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns,
+                                 int64_t num_returns, void* user_data) {
+  return derivative_kernel(ctx, args, num_args, returns, num_returns, user_data, /*fake=*/false);
+}
+
+OpcStatus derivative_fake_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns,
+                                 int64_t num_returns, void* user_data) {
+  return derivative_kernel(ctx, args, num_args, returns, num_returns, user_data, /*fake=*/true);
 }
 
 }  // namespace
@@ -831,44 +1119,33 @@ OpcStatus fake_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t n
   return call_kernel(ctx, args, num_args, returns, num_returns, user_data, /*fake=*/true);
 }
 
-// OPC_KERNEL_BACKWARD: args are [the call's arguments..., its returns..., one gradient per tensor
-// return]; writes one gradient (or None) per schema argument. The op is re-run under autograd on
-// leaves over the host's memory (arguments the op writes are cloned first) and
-// torch::autograd::grad gives the gradients.
-OpcStatus backward_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* grads,
-                          int64_t num_grads, void* user_data) {
-  const OpEntry* entry = static_cast<const OpEntry*>(user_data);
-  return guarded(ctx, entry, [&] {
-    const c10::FunctionSchema& schema = entry->handle.schema();
-    const int64_t n = static_cast<int64_t>(schema.arguments().size());
-    const int64_t r = static_cast<int64_t>(schema.returns().size());
-    if (num_grads != n) {
-      fail(OPC_NOT_IMPLEMENTED, "the host expects " + std::to_string(num_grads) + " gradients but " + entry->label +
-                                    "'s schema has " + std::to_string(n) + " arguments (" + entry->schema_string + ")");
-    }
-    const int64_t num_tensor_returns = num_args - n - r;
-    if (num_tensor_returns < 0) fail(OPC_INVALID_ARGUMENT, "too few values for a backward call");
-    CallState call{ctx, *entry, false, {}};
-    torch::jit::Stack stack = make_stack(*entry, args, n, call);
-    const Leaves leaves = make_leaves(schema, stack, n);
-    if (leaves.tensors.empty()) {
-      for (int64_t i = 0; i < n; ++i) grads[i] = OpcValue{};
-      return;
-    }
-    rerun_with_grad(*entry, stack, args + n, r);
-    const OutputGrads paired = pair_outputs(stack, args + n + r, num_tensor_returns);
-    std::vector<at::Tensor> leaf_grads(leaves.tensors.size());
-    if (!paired.outputs.empty()) {
-      leaf_grads = torch::autograd::grad(paired.outputs, leaves.tensors, paired.grads, /*retain_graph=*/false,
-                                         /*create_graph=*/false, /*allow_unused=*/true);
-    }
-    const torch::jit::Stack result = gradient_stack(schema, leaves, leaf_grads, n);
-    CallState out_call{ctx, *entry, false, {}};  // gradients are never arguments
-    write_returns(result, grads, num_grads, out_call, *entry);
-  });
+// ---------------------------------------------------------------- registration
+
+std::string backward_op_name(const std::string& op, int order) {
+  const char* suffix = order == 1 ? "_backward" : "_backward2";
+  const size_t sep = op.find("::");
+  if (sep == std::string::npos) return op + suffix;
+  return op.substr(0, sep) + suffix + op.substr(sep);
 }
 
-// ---------------------------------------------------------------- registration
+// Order 1 is the op's backward, order 2 the backward's; order 2 gets no backward (no third order).
+OpcStatus register_backward_ops(const OpcRegistrar* r, const OpEntry& forward, bool cuda, bool fake) {
+  if (!OPC_HAS_FIELD(r, OpcRegistrar, declare_backward_op) || r->declare_backward_op == nullptr) return OPC_OK;
+  std::string of = forward.name;
+  for (int order = 1; order <= 2; ++order) {
+    const std::string name = backward_op_name(forward.name, order);
+    OpEntry& entry = entries().try_emplace(name, forward).first->second;
+    entry.name = name;
+    entry.derivative = order;
+    OpcStatus status = r->declare_backward_op(r->host, of.c_str(), name.c_str());
+    if (status == OPC_OK) status = r->impl(r->host, name.c_str(), OPC_KERNEL_CPU, &derivative_call_kernel, &entry);
+    if (status == OPC_OK && cuda) status = r->impl(r->host, name.c_str(), OPC_KERNEL_CUDA, &derivative_call_kernel, &entry);
+    if (status == OPC_OK && fake) status = r->impl(r->host, name.c_str(), OPC_KERNEL_FAKE, &derivative_fake_kernel, &entry);
+    if (status != OPC_OK) return status;
+    of = name;
+  }
+  return OPC_OK;
+}
 
 bool holds_tensor(const c10::TypePtr& t) {
   if (t->kind() == c10::TypeKind::TensorType) return true;

@@ -4,7 +4,9 @@
 //   - call_kernel: the op through the dispatcher (OperatorHandle::callBoxed) on the arguments' device
 //     (CPU, or CUDA where libtorch has it), grad mode off;
 //   - fake_kernel: the same call on meta tensors (register it only where has_meta_kernel);
-//   - backward_kernel: libtorch's autograd (torch::autograd::grad over a re-run of the op).
+//   - register_backward_ops: the op's backward as operators (plugin ABI 2, declare_backward_op):
+//     "<ns>_backward::<name>" gives the gradients through libtorch's autograd (a re-run of the op
+//     under autograd and torch::autograd::grad), "<ns>_backward2::<name>" its own derivative.
 // Each takes its OpEntry as user_data. Tensors cross zero-copy both ways (DLPack 1.x; see
 // torch_bridge.cpp for why not at::fromDLPack), arguments become c10::IValues by the entry's own
 // schema, and no C++ exception crosses the ABI: guarded turns every one into a status and the first
@@ -46,6 +48,9 @@ struct OpEntry {
   // The adapter, in messages ("unknown C++ exception in the ATen adapter").
   std::string adapter;
   ErrorClassifier classify = &classify_by_type;
+  // 0: the op itself; 1: its backward op (name "<ns>_backward::..."); 2: the backward op's backward
+  // ("<ns>_backward2::..."). handle and schema_string stay the forward op's: every order re-runs it.
+  int derivative = 0;
 };
 
 // By name: loading a plugin again (another registry) reuses the entries (stable addresses). Each
@@ -99,10 +104,14 @@ OpcStatus call_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t n
                      int64_t num_returns, void* user_data);
 OpcStatus fake_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* returns,
                       int64_t num_returns, void* user_data);
-// args: [the call's arguments..., its returns..., one gradient per tensor return]; writes one
-// gradient (or None) per schema argument.
-OpcStatus backward_kernel(const OpcCallContext* ctx, const OpcValue* args, int64_t num_args, OpcValue* grads,
-                          int64_t num_grads, void* user_data);
+
+// Declares `forward`'s backward operator and the backward operator's own (registrar 2.0
+// declare_backward_op; nothing when the host has none) and registers their kernels: CPU, CUDA
+// where `cuda`, fake where `fake` (the forward has a meta kernel). Entries for both are added to
+// entries(). Returns the first failing registrar status (the host records it as the op's problem).
+OpcStatus register_backward_ops(const OpcRegistrar* r, const OpEntry& forward, bool cuda, bool fake);
+// "aten::add.Tensor", 1 -> "aten_backward::add.Tensor"; 2 -> "aten_backward2::add.Tensor".
+std::string backward_op_name(const std::string& op, int order);
 
 // ---- schema and dispatcher queries
 

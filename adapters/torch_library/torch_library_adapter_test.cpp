@@ -106,8 +106,15 @@ TEST(TorchLibraryAdapter, KernelsAreTheOnesTorchvisionRegisters) {
     EXPECT_TRUE(lib.has_kernel(op, OPC_KERNEL_CPU)) << op;
     // torchvision 0.14 registers no Meta kernel: no fake kernel, which test_faketensor reports.
     EXPECT_FALSE(lib.has_kernel(op, OPC_KERNEL_FAKE)) << op;
-    // Every op but nms has an Autograd kernel (the _backward ops' refuse double backward when run).
-    EXPECT_EQ(lib.has_kernel(op, OPC_KERNEL_BACKWARD), op != "torchvision::nms") << op;
+    // Every op but nms has an Autograd kernel: its backward is an operator, with a backward of its
+    // own (the _backward ops' refuse double backward when run). No fake kernels for them either.
+    const std::string backward = "torchvision_backward::" + op.substr(op.find("::") + 2);
+    EXPECT_FALSE(lib.has_kernel(op, OPC_KERNEL_BACKWARD)) << op;
+    EXPECT_EQ(lib.has_kernel(backward, OPC_KERNEL_CPU), op != "torchvision::nms") << op;
+    EXPECT_FALSE(lib.has_kernel(backward, OPC_KERNEL_FAKE)) << op;
+    EXPECT_EQ(lib.has_kernel("torchvision_backward2::" + op.substr(op.find("::") + 2), OPC_KERNEL_CPU),
+              op != "torchvision::nms")
+        << op;
   }
   // The profile next to the plugin declared dtypes and a sample builder.
   EXPECT_TRUE(lib.declared("torchvision::roi_align").sample_builder);

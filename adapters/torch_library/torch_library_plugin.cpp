@@ -1,4 +1,4 @@
-// The TORCH_LIBRARY adapter: an opconform plugin (opconform/plugin.h, ABI 1.1) that offers the ops
+// The TORCH_LIBRARY adapter: an opconform plugin (opconform/plugin.h, ABI 2) that offers the ops
 // a libtorch extension registers (TORCH_LIBRARY / TORCH_LIBRARY_IMPL: torchvision's _C.so, a
 // user's own library), defined with their own schemas.
 //
@@ -10,7 +10,8 @@
 //   - OPC_KERNEL_CPU: when the dispatcher has a CPU kernel (a composite one counts);
 //   - OPC_KERNEL_FAKE: from the op's Meta kernel, when it has one; otherwise none, and
 //     test_faketensor reports the missing fake kernel (Note [No fake kernel without a meta kernel]);
-//   - OPC_KERNEL_BACKWARD: when an autograd kernel is registered (Note [Which ops are differentiable]).
+//   - the backward as operators "<ns>_backward::<op>" and "<ns>_backward2::<op>" (declare_backward_op,
+//     the torch bridge's), when an autograd kernel is registered (Note [Which ops are differentiable]).
 // Then it loads the profiles: libraries exporting opconform_profile(registrar), which declare what
 // the schemas cannot say (dtypes, sample builders; see README.md). The kernels and conversions are
 // the torch bridge's (adapters/torch_common), shared with the ATen adapter.
@@ -284,15 +285,13 @@ void register_op(const OpcRegistrar* r, const c10::OperatorHandle& handle, const
       r->impl(r->host, name.c_str(), OPC_KERNEL_CPU, &bridge::call_kernel, &entry) != OPC_OK)
     return;
   // The extension's CUDA kernels, where this libtorch runs CUDA (PyTorch's CUDA builds).
-  if (at::hasCUDA() && handle.hasComputedKernelForDispatchKey(c10::DispatchKey::CUDA) &&
-      r->impl(r->host, name.c_str(), OPC_KERNEL_CUDA, &bridge::call_kernel, &entry) != OPC_OK)
-    return;
-  if (bridge::has_meta_kernel(handle) &&
-      r->impl(r->host, name.c_str(), OPC_KERNEL_FAKE, &bridge::fake_kernel, &entry) != OPC_OK)
-    return;
+  const bool cuda = at::hasCUDA() && handle.hasComputedKernelForDispatchKey(c10::DispatchKey::CUDA);
+  if (cuda && r->impl(r->host, name.c_str(), OPC_KERNEL_CUDA, &bridge::call_kernel, &entry) != OPC_OK) return;
+  const bool meta = bridge::has_meta_kernel(handle);
+  if (meta && r->impl(r->host, name.c_str(), OPC_KERNEL_FAKE, &bridge::fake_kernel, &entry) != OPC_OK) return;
   if (bridge::has_tensor_argument(handle.schema()) && bridge::has_tensor_return(handle.schema()) &&
       has_autograd_kernel(handle))
-    r->impl(r->host, name.c_str(), OPC_KERNEL_BACKWARD, &bridge::backward_kernel, &entry);
+    bridge::register_backward_ops(r, entry, cuda, meta);
 }
 
 // The namespaces of the ops offered, for the default profiles.

@@ -481,12 +481,13 @@ static const Op kOps[] = {
  * recorded by the host as that op's load problem, and the others go on. */
 OPC_EXPORT OpcStatus opconform_profile(const OpcRegistrar* r) {
   int64_t i = 0;
-  if (r == NULL || r->version != OPC_PLUGIN_ABI_VERSION || !OPC_HAS_FIELD(r, OpcRegistrar, declare_op)) {
+  /* The registrar's version is the adapter's ABI (1 or 2): the members used here are 1.1's. */
+  if (r == NULL || r->version < OPC_PLUGIN_ABI_VERSION_1 || !OPC_HAS_FIELD(r, OpcRegistrar, declare_op)) {
     return OPC_ABI_MISMATCH;
   }
   for (i = 0; i < COUNT(kOps); ++i) {
     OpcOpSpec spec = {0};
-    spec.version = OPC_PLUGIN_ABI_VERSION;
+    spec.version = r->version;
     spec.size = sizeof(OpcOpSpec);
     spec.op_name = kOps[i].name;
     spec.dtypes = kFloatTypes;

@@ -715,6 +715,12 @@ CheckResult check_jacobian(const Problem& p, const GradcheckOptions& o) {
     bool fast = o.fast_mode.value_or(total > o.fast_mode_threshold || out_total > 16 * o.fast_mode_threshold);
     return fast ? check_fast(p, o, leaves, outputs) : check_slow(p, o, leaves, outputs);
   } catch (const Error& e) {
+    // A library that says its backward has no derivative of its own (kNotImplemented from a plugin's
+    // second-order backward operator) does not support double backward: not a wrong one.
+    if (p.check == "gradgradcheck" && e.code() == ErrorCode::kNotImplemented) {
+      return skipped(p, concat("'", p.op_name, "' does not support double backward here: ", e.what()), "double backward",
+                     "the op does not support double backward");
+    }
     return failed(p, FindingKind::threw, detail::reason_subject(e), "the op or its backward throws",
                   concat(p.check, " of '", p.op_name, "': the op or its backward threw: ", e.what(),
                                  " Sample: ", p.sample, "."));
