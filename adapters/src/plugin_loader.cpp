@@ -339,10 +339,16 @@ class PluginLibrary final : public LoadedLibrary {
     });
   }
 
-  // What the autograd kernel keeps of a call for its backward.
+  // What the autograd kernel keeps of a call for its backward. Every returned tensor goes through
+  // save_for_backward, a Tensor[] return's elements too: kept in user_data, a returned tensor
+  // whose grad_fn is this very node would hold the node alive (a cycle: split_with_sizes leaked).
   struct Saved {
-    Stack values;                      // arguments then returns, tensors replaced by None
-    std::vector<size_t> tensor_slots;  // where the saved tensors go back
+    Stack values;  // arguments then returns, tensors replaced by None (returned lists by empty lists)
+    struct Slot {
+      size_t value;
+      std::optional<size_t> element;  // an element of a returned Tensor[]
+    };
+    std::vector<Slot> tensor_slots;  // where the saved tensors go back
   };
 
   // The autograd kernel: setup_context keeps the call's arguments and returns (tensors through
@@ -356,9 +362,16 @@ class PluginLibrary final : public LoadedLibrary {
       for (const Stack* part : {&inputs, &outputs}) {
         for (const IValue& v : *part) {
           if (const Tensor* t = v.get_if<Tensor>(); t != nullptr && t->defined()) {
-            saved.tensor_slots.push_back(saved.values.size());
+            saved.tensor_slots.push_back({saved.values.size(), std::nullopt});
             tensors.push_back(*t);
             saved.values.emplace_back();
+          } else if (part == &outputs && v.is_tensor_list()) {
+            const auto& list = v.to_tensor_list();
+            for (size_t e = 0; e < list.size(); ++e) {
+              saved.tensor_slots.push_back({saved.values.size(), e});
+              tensors.push_back(list[e]);
+            }
+            saved.values.emplace_back(std::vector<Tensor>(list.size()));
           } else {
             saved.values.push_back(v);
           }
@@ -371,7 +384,16 @@ class PluginLibrary final : public LoadedLibrary {
       const Saved& saved = std::any_cast<const Saved&>(ctx.user_data);
       std::vector<IValue> args = saved.values;
       const auto tensors = ctx.saved_tensors();
-      for (size_t i = 0; i < tensors.size(); ++i) args[saved.tensor_slots[i]] = IValue(tensors[i]);
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        const Saved::Slot& slot = saved.tensor_slots[i];
+        if (!slot.element) {
+          args[slot.value] = IValue(tensors[i]);
+          continue;
+        }
+        std::vector<Tensor> list = args[slot.value].to_tensor_list();
+        list[*slot.element] = tensors[i];
+        args[slot.value] = IValue(std::move(list));
+      }
       const OpState& state = ops_.at(op);
       std::vector<IValue> results = state.backward_op.empty() ? call_formula(op, std::move(args), grads)
                                                               : call_backward_op(state, std::move(args), grads);

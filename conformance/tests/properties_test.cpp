@@ -9,6 +9,7 @@
 
 #include "opconform/conformance/check.h"
 #include "opconform/conformance/detail/builtin_checks.h"
+#include "opconform/core/generator.h"
 #include "opconform/core/autocast.h"
 #include "opconform/core/custom_op.h"
 #include "opconform/core/vmap.h"
@@ -115,8 +116,20 @@ TEST_F(PropertiesTest, DeterminismHonoursTheNondeterministicTags) {
   };
   auto bitwise = custom_op("t::atomic_sum", kernel, opts({Tag::nondeterministic_bitwise}), {"x"});
   EXPECT_EQ(run(detail::make_determinism(), bitwise, {IValue(values({4}, DType::Float64))}).outcome, Outcome::passed);
-  auto seeded = custom_op("t::random", kernel, opts({Tag::nondeterministic_seeded}), {"x"});
-  EXPECT_EQ(run(detail::make_determinism(), seeded, {IValue(values({4}))}).outcome, Outcome::skipped);
+  // A random op runs both times from one generator state: drawing from the generator repeats its
+  // draws; drawing from anything else (here, a call counter) does not, and the message says why.
+  auto drawing = custom_op("t::random", [](const Tensor& x) {
+    const double u = default_generator().uniform();
+    return map(x, [u](double v) { return v + u; });
+  }, opts({Tag::nondeterministic_seeded}), {"x"});
+  EXPECT_EQ(run(detail::make_determinism(), drawing, {IValue(values({4}, DType::Float64))}).outcome, Outcome::passed);
+  auto unseeded = custom_op("t::unseeded", [calls](const Tensor& x) {
+    const double bias = 1e-3 * (*calls)++;
+    return map(x, [bias](double v) { return v + bias; });
+  }, opts({Tag::nondeterministic_seeded}), {"x"});
+  const CheckResult r = run(detail::make_determinism(), unseeded, {IValue(values({4}, DType::Float64))});
+  ASSERT_EQ(r.outcome, Outcome::failed);
+  EXPECT_THAT(r.message, HasSubstr("both runs started from one generator state"));
 }
 
 // ---- dtype_consistency ----
