@@ -47,6 +47,13 @@ bool is_tensor_list_type(const Type& type) {
   return present.is_list() && present.is_tensor_like();
 }
 
+// Note [A backward sees the arguments before the call]: an in-place op's derivative needs the
+// written argument's value from before the call (mul_'s gradient of `other` is grad * self as it
+// was), as PyTorch's formulas get it. In version 2 the autograd kernel of an op that writes an
+// argument copies the written tensors before the call (only when a gradient will be recorded) and
+// hands the copies to its backward; version 1's formulas keep getting the arguments after the call.
+thread_local const std::vector<std::optional<Tensor>>* tls_before_the_call = nullptr;
+
 struct OpState {
   FunctionSchema schema;
   bool defined_from_reference = false;  // implemented by name, the schema taken from the reference
@@ -359,8 +366,11 @@ class PluginLibrary final : public LoadedLibrary {
     auto setup = [](autograd::AutogradContext& ctx, const Stack& inputs, const Stack& outputs) {
       Saved saved;
       std::vector<Tensor> tensors;
+      const auto* before = tls_before_the_call;  // Note [A backward sees the arguments before the call]
       for (const Stack* part : {&inputs, &outputs}) {
-        for (const IValue& v : *part) {
+        for (size_t i = 0; i < part->size(); ++i) {
+          const bool copied = part == &inputs && before != nullptr && i < before->size() && (*before)[i];
+          const IValue& v = copied ? IValue(*(*before)[i]) : (*part)[i];
           if (const Tensor* t = v.get_if<Tensor>(); t != nullptr && t->defined()) {
             saved.tensor_slots.push_back({saved.values.size(), std::nullopt});
             tensors.push_back(*t);
@@ -399,7 +409,38 @@ class PluginLibrary final : public LoadedLibrary {
                                                               : call_backward_op(state, std::move(args), grads);
       return engine_gradients(op, saved, results);
     };
-    return autograd::make_autograd_kernel(backward, setup);
+    KernelFunction recording = autograd::make_autograd_kernel(backward, setup);
+    const FunctionSchema& schema = ops_.at(op).schema;
+    if (abi_version < 2 || !schema.is_mutable()) return recording;
+    std::vector<bool> written = writable_arguments(schema);
+    return KernelFunction::from_boxed([recording, written](const OperatorHandle& handle, DispatchKeySet keys,
+                                                           Stack& stack) {
+      const size_t first = stack.size() - std::min(stack.size(), written.size());
+      bool records = false;  // a node will be recorded: grad mode, and some tensor argument requires grad
+      for (size_t i = first; i < stack.size() && autograd::GradMode::is_enabled() && !records; ++i) {
+        if (const Tensor* t = stack[i].get_if<Tensor>()) records = t->defined() && t->requires_grad();
+        if (const auto* list = stack[i].get_if<std::vector<Tensor>>())
+          for (const Tensor& t : *list) records = records || t.requires_grad();
+      }
+      std::vector<std::optional<Tensor>> before(written.size());
+      if (records) {
+        for (size_t i = 0; i < written.size() && first + i < stack.size(); ++i) {
+          const Tensor* t = stack[first + i].get_if<Tensor>();
+          if (written[i] && t != nullptr && t->defined()) {
+            autograd::NoGradGuard no_grad;
+            before[i] = t->clone();
+          }
+        }
+      }
+      const auto* previous = std::exchange(tls_before_the_call, records ? &before : nullptr);
+      try {
+        recording.call_boxed(handle, keys, stack);
+      } catch (...) {
+        tls_before_the_call = previous;
+        throw;
+      }
+      tls_before_the_call = previous;
+    });
   }
 
   // The plugin's OPC_KERNEL_BACKWARD formula on [arguments..., returns..., one gradient per returned

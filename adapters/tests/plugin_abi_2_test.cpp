@@ -153,6 +153,20 @@ OpcStatus cube_backward2(const OpcCallContext* ctx, const OpcValue* args, int64_
   return OPC_OK;
 }
 
+// mul_(Tensor(a!) self, Tensor other) -> Tensor(a!), with a formula on [self, other, result0, grad]:
+// the gradient of other is grad * self, self as it was before the call.
+OpcStatus mul_(const OpcCallContext*, const OpcValue* args, int64_t, OpcValue* returns, int64_t, void*) {
+  for (int64_t i = 0; i < numel(args[0]); ++i) data_of(args[0])[i] *= data_of(args[1])[i];
+  returns[0] = args[0];
+  return OPC_OK;
+}
+OpcStatus mul_formula(const OpcCallContext* ctx, const OpcValue* args, int64_t, OpcValue* returns, int64_t, void*) {
+  returns[0].tag = OPC_TAG_NONE;
+  returns[1] = like(ctx, args[1]);
+  for (int64_t i = 0; i < numel(args[1]); ++i) data_of(returns[1])[i] = data_of(args[3])[i] * data_of(args[0])[i];
+  return OPC_OK;
+}
+
 OpcStatus register_v2(const OpcRegistrar* r) {
   if (r->version != 2) return OPC_ABI_MISMATCH;
   OpcStatus s = r->define(r->host, "v2::pad(Tensor x) -> Tensor");
@@ -169,6 +183,9 @@ OpcStatus register_v2(const OpcRegistrar* r) {
   OpcOpSpec spec{};
   spec.version = 2, spec.size = sizeof spec, spec.op_name = "v2::draw", spec.flags = OPC_OP_RANDOM;
   if (s == OPC_OK) s = r->declare_op(r->host, &spec);
+  if (s == OPC_OK) s = r->define(r->host, "v2::mul_(Tensor(a!) self, Tensor other) -> Tensor(a!)");
+  if (s == OPC_OK) s = r->impl(r->host, "v2::mul_", OPC_KERNEL_CPU, mul_, nullptr);
+  if (s == OPC_OK) s = r->impl(r->host, "v2::mul_", OPC_KERNEL_BACKWARD, mul_formula, nullptr);
   if (s == OPC_OK) s = r->define(r->host, "v2::cube(Tensor x) -> Tensor");
   if (s == OPC_OK) s = r->impl(r->host, "v2::cube", OPC_KERNEL_CPU, cube, nullptr);
   if (s == OPC_OK) s = r->declare_backward_op(r->host, "v2::cube", "v2::cube_backward");
@@ -314,6 +331,17 @@ TEST(PluginAbi2, ABackwardOperatorIsDifferentiatedAgain) {
   std::vector<Tensor> second = autograd::grad({dx[0]}, {x, g}, {gg}, true, false, true);
   EXPECT_DOUBLE_EQ(second[0].to_vector<double>()[0], 12.0);  // 6 x g gg
   EXPECT_DOUBLE_EQ(second[1].to_vector<double>()[0], 12.0);  // 3 x^2 gg
+}
+
+// Note [A backward sees the arguments before the call]
+TEST(PluginAbi2, AnInPlaceOpsBackwardSeesTheWrittenArgumentAsItWas) {
+  Loaded p(v2_plugin());
+  Tensor self = full({2}, 3.0, TensorOptions{DType::Float64});
+  Tensor other = full({2}, 5.0, TensorOptions{DType::Float64}).set_requires_grad(true);
+  Tensor y = p.call("v2::mul_", {IValue(self), IValue(other)})[0].to_tensor();
+  EXPECT_DOUBLE_EQ(self.to_vector<double>()[0], 15.0);  // written
+  std::vector<Tensor> g = autograd::grad({y}, {other}, {full({2}, 1.0, TensorOptions{DType::Float64})});
+  EXPECT_DOUBLE_EQ(g[0].to_vector<double>()[0], 3.0);  // grad * self before the call, not 15
 }
 
 TEST(PluginAbi2, AVersion1PluginKeepsVersion1sMeaning) {

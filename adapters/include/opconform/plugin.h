@@ -70,8 +70,9 @@
  * only during the call. A returned managed tensor must not live in ctx->alloc memory (that is
  * freed after the call, before the host is done with the tensor).
  *
- * A formula gets the arguments as they are after the call (an in-place op's formula sees self
- * already written).
+ * In version 1 a formula gets the arguments as they are after the call (an in-place op's formula
+ * sees self already written); in version 2 a backward (formula or operator) gets the arguments the
+ * op writes as they were before the call (the host keeps copies), as PyTorch's formulas do.
  *
  * Threads and processes: opconform's harness calls a plugin's kernels from one thread per worker
  * process; a host that calls from several threads honours OPC_PLUGIN_FLAG_NOT_THREAD_SAFE. The
