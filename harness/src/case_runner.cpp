@@ -1,6 +1,9 @@
 #include "opconform/harness/case_runner.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstring>
 #include <map>
 
 #include "opconform/conformance/opcheck.h"
@@ -10,10 +13,30 @@
 
 namespace opconform::harness {
 
+// Note [Library text in a repro line]: an op name comes from the library under test, so it may hold
+// anything a shell would act on: `;`, `$( )`, a newline that makes one pasted line two commands,
+// terminal control bytes. Only letters, digits and `_-.,:/=+@%^` stay bare; anything else is quoted,
+// and a string with a control byte is written as $'...' with \n, \t and \xHH escapes (bash, zsh,
+// ksh and POSIX.1-2024 shells read it; split_command_line too), so the line stays one line of
+// printable text that the shell takes as exactly this word.
 std::string quoted(const std::string& s) {
-  if (!s.empty() && s.find_first_of(" *?[]'\"$\\;&|<>()`~#") == std::string::npos) return s;
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  const auto safe = [](unsigned char c) { return std::isalnum(c) != 0 || std::strchr("_-.,:/=+@%^", c) != nullptr; };
+  const auto control = [](unsigned char c) { return c < 0x20 || c == 0x7f; };
+  if (!s.empty() && std::all_of(s.begin(), s.end(), [&](char c) { return c != '\0' && safe(c); })) return s;
+  if (std::none_of(s.begin(), s.end(), [&](char c) { return control(c); })) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+  }
+  std::string out = "$'";
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\\' || c == '\'') out += std::string("\\") + c;
+    else if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (control(u)) out += ::opconform::detail::concat("\\x", "0123456789abcdef"[u >> 4], "0123456789abcdef"[u & 15]);
+    else out += c;
+  }
   return out + "'";
 }
 

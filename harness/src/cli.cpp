@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -525,13 +526,42 @@ struct ReportCommands {
 
 }  // namespace
 
+namespace {
+// The word of a $'...' string starting at `from` (after $'), appended to `word`; returns the index
+// of the closing quote. The escapes quoted() writes: \\ \' \n \t \xHH (and \r, \").
+size_t ansi_c_quoted(const std::string& line, size_t from, std::string& word) {
+  for (size_t j = from; j < line.size(); ++j) {
+    if (line[j] == '\'') return j;
+    if (line[j] != '\\' || j + 1 >= line.size()) {
+      word += line[j];
+      continue;
+    }
+    const char e = line[++j];
+    if (e == 'n') word += '\n';
+    else if (e == 't') word += '\t';
+    else if (e == 'r') word += '\r';
+    else if (e == 'x' && j + 2 < line.size() && std::isxdigit(static_cast<unsigned char>(line[j + 1])) != 0 &&
+             std::isxdigit(static_cast<unsigned char>(line[j + 2])) != 0) {
+      word += static_cast<char>(std::stoi(line.substr(j + 1, 2), nullptr, 16));
+      j += 2;
+    } else {
+      word += e;  // \\, \', \"
+    }
+  }
+  throw Error(ErrorCode::kInvalidArgument, "unbalanced $' in: " + line);
+}
+}  // namespace
+
 std::vector<std::string> split_command_line(const std::string& line) {
   std::vector<std::string> out;
   std::string word;
   bool in_word = false;
   for (size_t i = 0; i < line.size(); ++i) {
     const char c = line[i];
-    if (c == '\'') {
+    if (c == '$' && i + 1 < line.size() && line[i + 1] == '\'') {  // $'...': Note [Library text in a repro line]
+      i = ansi_c_quoted(line, i + 2, word);
+      in_word = true;
+    } else if (c == '\'') {
       const size_t end = line.find('\'', i + 1);
       if (end == std::string::npos) throw Error(ErrorCode::kInvalidArgument, "unbalanced ' in: " + line);
       word += line.substr(i + 1, end - i - 1), in_word = true, i = end;

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "opconform/harness/case_runner.h"
 #include "opconform/harness/cli.h"
 #include "opconform/harness/worker_sandbox.h"
 #include "opconform/harness/name_filter.h"
@@ -491,6 +492,34 @@ TEST_F(Cli, GtestShardVariablesShardTheRun) {
   const size_t all = report("all").results.size();
   EXPECT_GE(r.results.size(), all / 2);
   EXPECT_LE(r.results.size(), (all + 1) / 2);
+}
+
+// Note [Library text in a repro line]: an op name is the library's text. Whatever it holds, the
+// repro line is one line of printable characters, and a shell (and `opconform repro`) reads the name
+// back as one word, never as more commands.
+TEST(ReproLine, HostileOpNamesStayOneWordOnOneLine) {
+  const std::vector<std::string> names = {
+      "aten::add.Tensor",                     // bare
+      "evil::x; touch /tmp/pwned",            // a second command
+      "evil::$(reboot)`id`",                  // substitutions
+      "evil::it's",                           // a quote
+      "evil::x\nrm -rf ~\n",                  // lines of their own when pasted
+      "evil::\x1b]0;title\x07\x1b[2J\tx\\y",  // terminal control, a tab, a backslash
+      "",
+  };
+  for (const std::string& name : names) {
+    reports::CaseResult r;
+    r.op = name, r.check = "determinism", r.device = "cpu", r.dtype = "float32";
+    const std::string line = repro_line("opconform check --library x.so", r, 7);
+    for (char c : line) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 || c == 0x7f) << line;
+    const std::vector<std::string> words = split_command_line(line);
+    ASSERT_EQ(words.size(), 14u) << line;
+    EXPECT_EQ(words[5], name) << line;
+    EXPECT_EQ(words[6], "--checks") << line;
+  }
+  EXPECT_EQ(quoted("aten::add.Tensor"), "aten::add.Tensor");
+  EXPECT_EQ(quoted("a b"), "'a b'");
+  EXPECT_EQ(quoted("x\ny"), "$'x\\ny'");
 }
 
 TEST_F(Cli, AReproLineReplaysTheSameResult) {

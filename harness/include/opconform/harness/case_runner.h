@@ -36,7 +36,8 @@ std::vector<reports::CaseResult> run_case(const CaseContext& ctx, const PlannedC
                                           const std::function<void(const std::string&)>& on_check_start = {},
                                           const std::function<void(const reports::CaseResult&)>& on_result = {});
 
-// `text` quoted for a POSIX shell when it needs it ('...').
+// `text` quoted for a shell when it holds anything but letters, digits and _-.,:/=+@%^ ('...', or $'...'
+// for control bytes: Note [Library text in a repro line]).
 std::string quoted(const std::string& text);
 
 // The line that replays one result: the prefix, then --ops, --checks, --device, --dtype, --seed.

@@ -11,7 +11,7 @@ namespace opconform::harness {
 
 int opconform_main(const std::vector<std::string>& args);
 
-// A repro line split as a POSIX shell would for the quoting opconform writes ('...', "...", \).
+// A repro line split as a shell would for the quoting opconform writes ('...', "...", \, $'...').
 std::vector<std::string> split_command_line(const std::string& line);
 
 // A repro line as a person copies it: "repro: opconform check ...", "Repro: `opconform ...`" (the
