@@ -14,6 +14,7 @@
 #include "opconform/core/fake_tensor.h"
 #include "opconform/core/generator.h"
 #include "opconform/core/tensor.h"
+#include "library_message.h"
 
 namespace opconform::adapters::detail {
 namespace {
@@ -314,7 +315,7 @@ void* arena_alloc(void* host, size_t bytes) {
 
 void arena_set_error(void* host, const char* message) {
   try {
-    static_cast<CallArena*>(host)->error = message != nullptr ? message : "";
+    static_cast<CallArena*>(host)->error = library_message(message);  // Note [A library's message has a size]
   } catch (...) {
   }
 }

@@ -14,6 +14,7 @@
 #include "opconform/core/fake_tensor.h"
 #include "opconform/core/schema.h"
 #include "elf_check.h"
+#include "library_message.h"
 #include "plugin_call.h"
 #include "plugin_op_spec.h"
 
@@ -585,7 +586,7 @@ OpcStatus registrar_declare_dtypes(void* host, const char* op, const DLDataType*
 
 void registrar_set_error(void* host, const char* message) {
   try {
-    static_cast<PluginLibrary*>(host)->last_error = message != nullptr ? message : "";
+    static_cast<PluginLibrary*>(host)->last_error = detail::library_message(message);
   } catch (...) {
   }
 }

@@ -8,6 +8,7 @@
 #include "opconform/core/dlpack.h"
 #include "opconform/core/error.h"
 #include "opconform/core/tensor.h"
+#include "library_message.h"
 
 namespace opconform::adapters::detail {
 namespace {
@@ -151,7 +152,7 @@ void* draw_alloc(void* host, size_t bytes) {
 }
 void draw_set_error(void* host, const char* message) {
   try {
-    bridge(host).error = message != nullptr ? message : "";
+    bridge(host).error = library_message(message);
   } catch (...) {
   }
 }

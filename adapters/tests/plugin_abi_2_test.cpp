@@ -167,6 +167,13 @@ OpcStatus mul_formula(const OpcCallContext* ctx, const OpcValue* args, int64_t, 
   return OPC_OK;
 }
 
+// chatty(Tensor x) -> Tensor: fails with an 8 MiB message.
+OpcStatus chatty(const OpcCallContext* ctx, const OpcValue*, int64_t, OpcValue*, int64_t, void*) {
+  static const std::string huge(8 << 20, 'x');
+  ctx->set_error(ctx->host, huge.c_str());
+  return OPC_ERROR;
+}
+
 OpcStatus register_v2(const OpcRegistrar* r) {
   if (r->version != 2) return OPC_ABI_MISMATCH;
   OpcStatus s = r->define(r->host, "v2::pad(Tensor x) -> Tensor");
@@ -186,6 +193,8 @@ OpcStatus register_v2(const OpcRegistrar* r) {
   if (s == OPC_OK) s = r->define(r->host, "v2::mul_(Tensor(a!) self, Tensor other) -> Tensor(a!)");
   if (s == OPC_OK) s = r->impl(r->host, "v2::mul_", OPC_KERNEL_CPU, mul_, nullptr);
   if (s == OPC_OK) s = r->impl(r->host, "v2::mul_", OPC_KERNEL_BACKWARD, mul_formula, nullptr);
+  if (s == OPC_OK) s = r->define(r->host, "v2::chatty(Tensor x) -> Tensor");
+  if (s == OPC_OK) s = r->impl(r->host, "v2::chatty", OPC_KERNEL_CPU, chatty, nullptr);
   if (s == OPC_OK) s = r->define(r->host, "v2::cube(Tensor x) -> Tensor");
   if (s == OPC_OK) s = r->impl(r->host, "v2::cube", OPC_KERNEL_CPU, cube, nullptr);
   if (s == OPC_OK) s = r->declare_backward_op(r->host, "v2::cube", "v2::cube_backward");
@@ -342,6 +351,15 @@ TEST(PluginAbi2, AnInPlaceOpsBackwardSeesTheWrittenArgumentAsItWas) {
   EXPECT_DOUBLE_EQ(self.to_vector<double>()[0], 15.0);  // written
   std::vector<Tensor> g = autograd::grad({y}, {other}, {full({2}, 1.0, TensorOptions{DType::Float64})});
   EXPECT_DOUBLE_EQ(g[0].to_vector<double>()[0], 3.0);  // grad * self before the call, not 15
+}
+
+// Note [A library's message has a size] (any version).
+TEST(PluginAbi2, ALibrarysMessageIsCut) {
+  Loaded p(v2_plugin());
+  const std::string what = error_of([&] { p.call("v2::chatty", {IValue(rows({2}))}); }).what();
+  EXPECT_LT(what.size(), 20000u);
+  EXPECT_THAT(what, HasSubstr("... (cut at 16384 bytes)"));
+  EXPECT_THAT(what, HasSubstr("v2::chatty"));
 }
 
 TEST(PluginAbi2, AVersion1PluginKeepsVersion1sMeaning) {
