@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "opconform/core/detail/capped_text.h"
 #include "opconform/core/dtype.h"
 #include "opconform/core/error.h"
 
@@ -48,6 +49,24 @@ RC_GTEST_PROP(Concat, AnyDoubleIsWrittenAsAStreamWritesIt, (uint64_t bits)) {
   static_assert(sizeof d == sizeof bits);
   std::memcpy(&d, &bits, sizeof d);
   RC_ASSERT(concat(d, ", ", static_cast<float>(d)) == streamed(d, ", ", static_cast<float>(d)));
+}
+
+// capped_text (core/detail/capped_text.h), the other text helper here: a cut text is a prefix of the
+// original that ends on a character, says where it was cut, and short texts pass unchanged.
+RC_GTEST_PROP(CappedText, CutsOnACharacterAndSaysSo, (const std::string& ascii, uint8_t max)) {
+  const std::string text = ascii + "\xc3\xa9\xe2\x82\xac" + ascii;  // two multi-byte characters in the middle
+  const std::string out = detail::capped_text(text, max);
+  if (text.size() <= max) {
+    RC_ASSERT(out == text);
+    return;
+  }
+  const std::string suffix = "... (cut at " + std::to_string(max) + " bytes)";
+  RC_ASSERT(out.size() >= suffix.size() && out.compare(out.size() - suffix.size(), suffix.size(), suffix) == 0);
+  const std::string kept = out.substr(0, out.size() - suffix.size());
+  RC_ASSERT(kept.size() <= max);
+  RC_ASSERT(text.compare(0, kept.size(), kept) == 0);
+  // (Arbitrary bytes may hold stray continuation bytes: a cut backs off to the start at most.)
+  RC_ASSERT(kept.empty() || (static_cast<unsigned char>(text[kept.size()]) & 0xC0) != 0x80);
 }
 
 }  // namespace

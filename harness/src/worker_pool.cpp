@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "opconform/core/cuda.h"
+#include "opconform/core/detail/capped_text.h"
 #include "opconform/core/error.h"
 #include "opconform/harness/child_process.h"
 #include "opconform/harness/worker_frames.h"
@@ -30,6 +31,10 @@
 
 namespace opconform::harness {
 namespace {
+
+// What a worker's result may carry in its message and its minimal input (Note [A library's message
+// has a size]): more than a kernel's own message (16 KiB), for the check's words around it.
+constexpr size_t kMaxWorkerText = 64 * 1024;
 
 using Clock = std::chrono::steady_clock;
 using reports::CaseResult;
@@ -656,6 +661,10 @@ class Pool {
       } catch (const std::exception& e) {
         throw ProtocolError(std::string("a result that does not parse: ") + e.what());
       }
+      // A worker runs library code, which may write its own frames: its text has a size too (Note [A
+      // library's message has a size]); a frame may be up to kMaxFramePayload.
+      r.message = ::opconform::detail::capped_text(r.message, kMaxWorkerText);
+      if (r.minimal_input) r.minimal_input = ::opconform::detail::capped_text(*r.minimal_input, kMaxWorkerText);
       size_t i = w.first;
       while (i < c.checks.size() && (c.checks[i] != r.check || results[i])) ++i;
       if (r.op != c.op || r.device != c.device || r.dtype != c.dtype || i == c.checks.size())
