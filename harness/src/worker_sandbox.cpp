@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -172,6 +173,9 @@ bool seccomp_filter(pid_t harness) {
   };
   const scmp_arg_cmp not_unix = SCMP_A0(SCMP_CMP_NE, AF_UNIX);
   deny(SCMP_SYS(socket), EACCES, 1, &not_unix);
+  // Typing into a terminal's input queue (TIOCSTI), by any descriptor a kernel still finds one on.
+  const scmp_arg_cmp is_tiocsti = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, TIOCSTI);
+  deny(SCMP_SYS(ioctl), EPERM, 1, &is_tiocsti);
   for (int sys : {SCMP_SYS(ptrace), SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev)}) deny(sys, EPERM, 0, nullptr);
   // pid arguments are ints: compare the low 32 bits only (the upper half of the register is not
   // defined for an int argument).
@@ -231,10 +235,26 @@ void close_inherited_fds(std::initializer_list<int> keep) {  // Note [A worker h
   close_fd_range(first, ~0u);
 }
 
+// Gives up the controlling terminal (TIOCNOTTY detaches a process that is not a session leader
+// too); true when no terminal can be opened as /dev/tty afterwards. The worker's stdin is /dev/null
+// and its stdout/stderr are pipes, so with this it holds no terminal at all: a kernel can neither
+// type into the user's shell (TIOCSTI, also refused by seccomp) nor write escapes to it.
+bool give_up_terminal() {
+  if (const int tty = ::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC); tty >= 0) {
+    (void)::ioctl(tty, TIOCNOTTY);
+    ::close(tty);
+  }
+  const int again = ::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (again < 0) return true;
+  ::close(again);
+  return false;
+}
+
 unsigned enter_sandbox(const SandboxOptions& options, pid_t harness) {
   unsigned layers = 0;
   if (::setpgid(0, 0) == 0 || ::getpgrp() == ::getpid()) layers |= kLayerProcessGroup;
   if (!options.enabled) return layers;
+  if (give_up_terminal()) layers |= kLayerNoTerminal;
   layers |= enter_namespaces(options);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0) layers |= kLayerNoNewPrivs;
   if (limits(options)) layers |= kLayerLimits;
@@ -256,6 +276,7 @@ std::string describe_layers(unsigned layers, const SandboxOptions& options) {
   };
   add(kLayerProcessGroup, "process group", "NO process group");
   add(kLayerNoNewPrivs, "no new privileges", "new privileges POSSIBLE");
+  add(kLayerNoTerminal, "no terminal", "controlling terminal KEPT");
   add(kLayerLimits,
       "limits (no core, files <= " + std::to_string(options.file_size_limit >> 20) + " MiB, processes <= " +
           std::to_string(options.process_limit) +
@@ -266,7 +287,7 @@ std::string describe_layers(unsigned layers, const SandboxOptions& options) {
       std::string("namespaces (") + ((layers & kLayerUserNamespace) != 0 ? "user, " : "") +
           "mount, network: no network, report folders read-only)",
       "NO namespaces (unshare refused: report folders writable, protected by descriptors only)");
-  add(kLayerSeccomp, "seccomp (no network, no ptrace, no signals to the harness)", "NO seccomp filter");
+  add(kLayerSeccomp, "seccomp (no network, no ptrace, no signals to the harness, no TIOCSTI)", "NO seccomp filter");
   return out;
 }
 

@@ -494,6 +494,35 @@ TEST_F(Cli, GtestShardVariablesShardTheRun) {
   EXPECT_LE(r.results.size(), (all + 1) / 2);
 }
 
+// A worker gives up its controlling terminal: with one (a pty made the session's terminal, as a
+// user's shell has), /dev/tty opens before enter_sandbox and not after, and the layer is named.
+TEST(WorkerSandbox, AWorkerHasNoTerminal) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0 || ::setsid() < 0) _exit(10);
+    const int slave = ::open(::ptsname(master), O_RDWR);  // a session leader's first tty: its terminal
+    if (slave < 0) _exit(11);
+    const pid_t worker = ::fork();  // not the session leader, as a worker is not
+    if (worker == 0) {
+      const int before = ::open("/dev/tty", O_RDWR | O_NOCTTY);
+      if (before < 0) _exit(12);
+      ::close(before);
+      const unsigned layers = enter_sandbox(SandboxOptions{}, ::getppid());
+      if ((layers & kLayerNoTerminal) == 0) _exit(13);
+      _exit(::open("/dev/tty", O_RDWR | O_NOCTTY) < 0 ? 0 : 14);
+    }
+    int status = 0;
+    ::waitpid(worker, &status, 0);
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 15);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10-11: no pty here, 12: no terminal to begin with, 13: no layer, 14: kept";
+}
+
 // Note [Library text in a repro line]: an op name is the library's text. Whatever it holds, the
 // repro line is one line of printable characters, and a shell (and `opconform repro`) reads the name
 // back as one word, never as more commands.

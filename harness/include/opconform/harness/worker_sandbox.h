@@ -31,6 +31,7 @@ enum SandboxLayer : unsigned {
   kLayerSeccomp = 1u << 4,      // no network, no ptrace, no signals to the harness
   kLayerNamespaces = 1u << 5,   // mount and network namespaces: read-only report folders, no network
   kLayerUserNamespace = 1u << 6,  // ... inside a user namespace: no capability over the harness, root or not
+  kLayerNoTerminal = 1u << 7,     // no controlling terminal: nothing typed into the user's shell (TIOCSTI)
 };
 
 // In the worker, after fork: enters every layer it can; returns those that took effect. Never
