@@ -9,6 +9,9 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <string_view>
+
+#include "opconform/core/detail/capped_text.h"
 
 namespace opconform::adapters::detail {
 
@@ -16,11 +19,8 @@ inline constexpr size_t kMaxLibraryMessage = 16 * 1024;
 
 inline std::string library_message(const char* message) {
   if (message == nullptr) return "";
-  const size_t n = ::strnlen(message, kMaxLibraryMessage + 1);
-  if (n <= kMaxLibraryMessage) return std::string(message, n);
-  size_t cut = kMaxLibraryMessage;
-  while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
-  return std::string(message, cut) + "... (cut at " + std::to_string(kMaxLibraryMessage) + " bytes)";
+  return ::opconform::detail::capped_text(std::string_view(message, ::strnlen(message, kMaxLibraryMessage + 1)),
+                                          kMaxLibraryMessage);
 }
 
 }  // namespace opconform::adapters::detail
