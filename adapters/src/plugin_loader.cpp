@@ -267,8 +267,8 @@ class PluginLibrary final : public LoadedLibrary {
     state.declared.sample_builder = state.declared.sample_builder || fields.has_builder;
     state.declared.constraints = state.declared.constraints || fields.has_constraints;
     if (!state.defined_from_reference) registry->set_op_data(op, std::move(data));
-    if ((fields.flags & OPC_OP_RANDOM) != 0) registry->add_tag(op, Tag::nondeterministic_seeded);
     else if (fields.has_dtypes) declare_dtypes_list(op, *state.dtypes);
+    if ((fields.flags & OPC_OP_RANDOM) != 0) registry->add_tag(op, Tag::nondeterministic_seeded);
     if (reference_fake && !state.declared.reference_fake) {
       OPCONFORM_CHECK(state.kernels.count(OPC_KERNEL_FAKE) == 0, ErrorCode::kRegistration, "declare_op '", op,
                       "': OPC_OP_REFERENCE_FAKE, but the plugin registered a fake kernel of its own");
